@@ -1,0 +1,49 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import { ApiKey_Status, type ApiKeySchema, type ApiKeyService } from "../../gen/internal/v1/api_keys_pb.ts";
+import type { Clock } from "../platform/clock.ts";
+import { validationFailed } from "../platform/errors.ts";
+import type { ApiKeyRow, Environment } from "./api-key.entity.ts";
+import { apiKeyStatus, type ApiKeyService as Keys } from "./api-key.service.ts";
+
+/** Reads an environment name, or fails with `validation_failed`. */
+export function parseEnvironment(value: string): Environment {
+  if (value === "sandbox" || value === "production") return value;
+  throw validationFailed({ environment: 'must be "sandbox" or "production"' });
+}
+
+function toApiKey(row: ApiKeyRow, now: Date): MessageInitShape<typeof ApiKeySchema> {
+  return {
+    id: row.id,
+    partnerId: row.partnerId,
+    environment: row.environment,
+    prefix: row.prefix,
+    status: ApiKey_Status[apiKeyStatus(row, now)],
+    createdAt: timestampFromDate(row.createdAt),
+    expiresAt: row.expiresAt ? timestampFromDate(row.expiresAt) : undefined,
+    revokedAt: row.revokedAt ? timestampFromDate(row.revokedAt) : undefined,
+  };
+}
+
+/** `internal.v1.ApiKeyService`. */
+export function createApiKeyHandlers(keys: Keys, clock: Clock): ServiceImpl<typeof ApiKeyService> {
+  return {
+    async issueApiKey(req) {
+      const { row, key } = await keys.issue(req.partnerId, parseEnvironment(req.environment));
+      return { apiKey: toApiKey(row, clock.now()), key };
+    },
+    async rollApiKey(req) {
+      const { old, row, key } = await keys.roll(req.keyId, req.expiresInHours);
+      const now = clock.now();
+      return { oldApiKey: toApiKey(old, now), apiKey: toApiKey(row, now), key };
+    },
+    async revokeApiKey(req) {
+      return { apiKey: toApiKey(await keys.revoke(req.keyId), clock.now()) };
+    },
+    async listApiKeys(req) {
+      const now = clock.now();
+      return { apiKeys: (await keys.list(req.partnerId)).map((r) => toApiKey(r, now)) };
+    },
+  };
+}

@@ -1,0 +1,206 @@
+import { LockMode, UniqueConstraintViolationException } from "@mikro-orm/core";
+import type { Clock } from "../platform/clock.ts";
+import { ms } from "../platform/clock.ts";
+import { randomBase62, sha256 } from "../platform/crypto/tokens.ts";
+import type { ChangeFeed } from "../platform/db/change-feed.ts";
+import { notifySql } from "../platform/db/change-feed.ts";
+import type { Em, Orm } from "../platform/db/orm.ts";
+import { ApiError } from "../platform/errors.ts";
+import { isId, newId } from "../platform/ids.ts";
+import { ApiKeyEntity, type ApiKeyRow, type Environment } from "./api-key.entity.ts";
+
+/** Who is calling: established from the API key, read by every partner handler. */
+export interface Caller {
+  keyId: string;
+  partnerId: string;
+  environment: Environment;
+}
+
+/** A key's lifecycle state at a given time. */
+export type ApiKeyStatus = "ACTIVE" | "EXPIRING" | "EXPIRED" | "REVOKED";
+
+/** The state of `row` at `now`. */
+export function apiKeyStatus(row: ApiKeyRow, now: Date): ApiKeyStatus {
+  if (row.revokedAt) return "REVOKED";
+  if (row.expiresAt) return row.expiresAt <= now ? "EXPIRED" : "EXPIRING";
+  return "ACTIVE";
+}
+
+const KEY_SHAPE = /^sk_(sandbox|live)_[0-9A-Za-z]{32}$/;
+const ENV_OF_KEY = { sandbox: "sandbox", live: "production" } as const;
+const KEY_WORD: Record<Environment, string> = { sandbox: "sandbox", production: "live" };
+/** How long a key is cached by hash. Changes reach every instance at once through the change feed. */
+const CACHE_MS = 60 * ms.second;
+const CACHE_MAX = 50_000;
+const DEFAULT_ROLL_HOURS = 24;
+const MAX_ROLL_HOURS = 168;
+
+/** Options for {@link createApiKeyService}. */
+export interface ApiKeyServiceOptions {
+  orm: Orm;
+  clock: Clock;
+  changes: ChangeFeed;
+}
+
+interface Cached {
+  row: ApiKeyRow;
+  at: number;
+}
+
+/** Issues, rolls, revokes and checks partner API keys (CONTRACT.md §2). */
+export type ApiKeyService = ReturnType<typeof createApiKeyService>;
+
+/** Creates the API key service. */
+export function createApiKeyService({ orm, clock, changes }: ApiKeyServiceOptions) {
+  const byHash = new Map<string, Cached>();
+  changes.subscribe("api_key", (id) => {
+    if (id === "*") return byHash.clear();
+    for (const [hash, entry] of byHash) if (entry.row.id === id) byHash.delete(hash);
+  });
+
+  const mint = (partnerId: string, environment: Environment, now: Date) => {
+    const key = `sk_${KEY_WORD[environment]}_${randomBase62(32)}`;
+    const row: ApiKeyRow = {
+      id: newId("key"),
+      partnerId,
+      environment,
+      keyHash: sha256(key),
+      prefix: key.slice(0, 12),
+      createdAt: now,
+      expiresAt: null,
+      revokedAt: null,
+      rolledTo: null,
+    };
+    return { key, row };
+  };
+
+  const announce = async (em: Em, id: string) => {
+    const { sql, params } = notifySql("api_key", id);
+    await em.getConnection().execute(sql, params, "all", em.getTransactionContext());
+  };
+
+  const loadOrThrow = async (em: Em, keyId: string, lock: boolean): Promise<ApiKeyRow> => {
+    const row = isId("key", keyId)
+      ? await em.findOne(ApiKeyEntity, { id: keyId }, lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {})
+      : null;
+    if (!row) throw new ApiError("not_found", `No API key ${keyId}.`);
+    return row;
+  };
+
+  const partnerExists = async (em: Em, partnerId: string) => {
+    if (!isId("ptn", partnerId)) return false;
+    const rows = await em.getConnection().execute("select 1 from partners where id = ?", [partnerId]);
+    return rows.length > 0;
+  };
+
+  return {
+    /** Issues the first key of a partner in an environment. The secret is returned here only. */
+    async issue(partnerId: string, environment: Environment): Promise<{ row: ApiKeyRow; key: string }> {
+      const em = orm.em.fork();
+      if (!(await partnerExists(em, partnerId))) throw new ApiError("not_found", `No partner ${partnerId}.`);
+      const minted = mint(partnerId, environment, clock.now());
+      try {
+        await em.transactional(async (tx) => {
+          tx.persist(tx.create(ApiKeyEntity, minted.row));
+          await tx.flush();
+          await announce(tx, minted.row.id);
+        });
+      } catch (err) {
+        if (err instanceof UniqueConstraintViolationException) throw new ApiError("api_key_exists");
+        throw err;
+      }
+      return minted;
+    },
+
+    /**
+     * Replaces an active key. The old key keeps working until `now + expiresInHours` so the partner can
+     * deploy the new one; both are valid in between (CONTRACT.md §2).
+     */
+    async roll(keyId: string, expiresInHours = DEFAULT_ROLL_HOURS) {
+      if (!Number.isInteger(expiresInHours) || expiresInHours < 0 || expiresInHours > MAX_ROLL_HOURS) {
+        throw new ApiError(
+          "invalid_argument",
+          `expires_in_hours must be an integer from 0 to ${MAX_ROLL_HOURS}.`,
+        );
+      }
+      return orm.em.fork().transactional(async (em) => {
+        const old = await loadOrThrow(em, keyId, true);
+        const now = clock.now();
+        if (apiKeyStatus(old, now) !== "ACTIVE") {
+          throw new ApiError(
+            "conflict",
+            `API key ${keyId} is ${apiKeyStatus(old, now).toLowerCase()}: only an active key can be rolled.`,
+          );
+        }
+        const minted = mint(old.partnerId, old.environment, now);
+        old.expiresAt = new Date(now.getTime() + expiresInHours * ms.hour);
+        // The old key must leave the "one active key" index before the new one enters it.
+        await em.flush();
+        em.persist(em.create(ApiKeyEntity, minted.row));
+        await em.flush();
+        old.rolledTo = minted.row.id;
+        await em.flush();
+        await announce(em, old.id);
+        return { old, row: minted.row, key: minted.key };
+      });
+    },
+
+    /** Revokes a key at once, on every instance (the change feed drops it from every cache). */
+    async revoke(keyId: string): Promise<ApiKeyRow> {
+      const row = await orm.em.fork().transactional(async (em) => {
+        const found = await loadOrThrow(em, keyId, true);
+        if (!found.revokedAt) {
+          found.revokedAt = clock.now();
+          await em.flush();
+          await announce(em, found.id);
+        }
+        return found;
+      });
+      changes.emitLocal("api_key", row.id);
+      return row;
+    },
+
+    /** A partner's keys, newest first. */
+    async list(partnerId: string): Promise<ApiKeyRow[]> {
+      const em = orm.em.fork();
+      if (!(await partnerExists(em, partnerId))) throw new ApiError("not_found", `No partner ${partnerId}.`);
+      return em.find(ApiKeyEntity, { partnerId }, { orderBy: { createdAt: "desc", id: "desc" } });
+    },
+
+    /**
+     * Resolves the bearer secret of a request to its caller, or throws the contract's 401 code:
+     * `unauthenticated` (missing or malformed), `invalid_api_key` (unknown), `api_key_revoked`,
+     * `api_key_expired` (rolled, past its overlap).
+     */
+    async authenticate(secret: string | undefined): Promise<Caller> {
+      if (!secret) throw new ApiError("unauthenticated");
+      const shape = KEY_SHAPE.exec(secret);
+      if (!shape)
+        throw new ApiError(
+          "unauthenticated",
+          "The API key is malformed: expected sk_sandbox_… or sk_live_….",
+        );
+      const hash = sha256(secret);
+      const hex = hash.toString("hex");
+      const nowMs = Date.now();
+      let row: ApiKeyRow | null | undefined;
+      const hit = byHash.get(hex);
+      if (hit && changes.healthy && nowMs - hit.at < CACHE_MS) {
+        row = hit.row;
+      } else {
+        // The lookup is by digest, so comparing secrets never happens character by character.
+        row = await orm.em.fork().findOne(ApiKeyEntity, { keyHash: hash });
+        if (row && changes.healthy) {
+          if (byHash.size >= CACHE_MAX) byHash.clear();
+          byHash.set(hex, { row, at: nowMs });
+        }
+      }
+      if (!row || row.environment !== ENV_OF_KEY[shape[1] as "sandbox" | "live"])
+        throw new ApiError("invalid_api_key");
+      const status = apiKeyStatus(row, clock.now());
+      if (status === "REVOKED") throw new ApiError("api_key_revoked");
+      if (status === "EXPIRED") throw new ApiError("api_key_expired");
+      return { keyId: row.id, partnerId: row.partnerId, environment: row.environment };
+    },
+  };
+}

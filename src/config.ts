@@ -1,0 +1,147 @@
+import path from "node:path";
+import type { LogLevel } from "./platform/logger.ts";
+
+/** Which parts of the service this process runs (ARCHITECTURE.md "Processes and listeners"). */
+export type Role = "all" | "api" | "worker";
+
+/** A token bucket: `capacity` tokens, refilled at `refillPerSecond` (CONTRACT.md §8). */
+export interface BucketSpec {
+  capacity: number;
+  refillPerSecond: number;
+}
+
+/** The service's configuration, read once from the environment and frozen (CONTRACT.md §10). */
+export interface Config {
+  /** Partner listener port; 0 picks a free one. */
+  port: number;
+  /** Partner listener address. */
+  host: string;
+  /** Internal listener port; 0 picks a free one. */
+  internalPort: number;
+  /** Internal listener address: loopback unless an operator decides otherwise. */
+  internalHost: string;
+  /** PostgreSQL URL; unset means the embedded PostgreSQL in `dataDir`. */
+  databaseUrl: string | undefined;
+  /** Where the embedded PostgreSQL, the development master key and the service file live. */
+  dataDir: string;
+  /** 32-byte key that encrypts private keys and secrets at rest. Required with `databaseUrl`. */
+  masterKey: Buffer | undefined;
+  /** Token the internal API requires. Required with `databaseUrl`. */
+  internalToken: string | undefined;
+  /** Base URL partners' users reach the service on (consent pages); defaults to the partner listener. */
+  publicUrl: string | undefined;
+  /** What this process runs. */
+  role: Role;
+  /** Minimum log level. */
+  logLevel: LogLevel;
+  /** Allow http and loopback webhook destinations (local development only). */
+  allowLocalWebhooks: boolean;
+  /** Per-API-key rate limits. */
+  rateLimits: { read: BucketSpec; write: BucketSpec };
+  /** Database connection pool size of this process. */
+  dbPoolSize: number;
+}
+
+/** Thrown when the environment holds a value the service cannot run with. */
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+}
+
+type Env = Record<string, string | undefined>;
+
+function int(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
+  }
+  return n;
+}
+
+function bool(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (["1", "true", "yes", "on"].includes(raw.toLowerCase())) return true;
+  if (["0", "false", "no", "off"].includes(raw.toLowerCase())) return false;
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`);
+}
+
+function oneOf<T extends string>(env: Env, name: string, values: readonly T[], fallback: T): T {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!values.includes(raw as T)) throw new ConfigError(`${name} must be one of ${values.join(", ")}`);
+  return raw as T;
+}
+
+/** Parses a `capacity:refillPerSecond` bucket such as `500:100`. */
+function bucket(env: Env, name: string, fallback: BucketSpec): BucketSpec {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const m = /^(\d+(?:\.\d+)?):(\d+(?:\.\d+)?)$/.exec(raw);
+  const capacity = Number(m?.[1]);
+  const refillPerSecond = Number(m?.[2]);
+  if (!m || capacity < 1 || refillPerSecond <= 0) {
+    throw new ConfigError(`${name} must look like CAPACITY:REFILL_PER_SECOND (e.g. 500:100), got "${raw}"`);
+  }
+  return { capacity, refillPerSecond };
+}
+
+/** Decodes MASTER_KEY: 32 bytes as 64 hex digits or base64. */
+export function parseMasterKey(raw: string, name = "MASTER_KEY"): Buffer {
+  const trimmed = raw.trim();
+  const key = /^[0-9a-fA-F]{64}$/.test(trimmed)
+    ? Buffer.from(trimmed, "hex")
+    : Buffer.from(trimmed, "base64");
+  if (key.length !== 32) throw new ConfigError(`${name} must be 32 bytes, as 64 hex digits or base64`);
+  return key;
+}
+
+/** The contract's default limits (CONTRACT.md §8). */
+export const defaultRateLimits = {
+  read: { capacity: 500, refillPerSecond: 100 },
+  write: { capacity: 50, refillPerSecond: 25 },
+} as const satisfies Config["rateLimits"];
+
+/** Reads and validates the configuration. Fails fast with a message naming the variable. */
+export function loadConfig(env: Env = process.env): Readonly<Config> {
+  const databaseUrl = env.DATABASE_URL || undefined;
+  const masterKey = env.MASTER_KEY ? parseMasterKey(env.MASTER_KEY) : undefined;
+  const internalToken = env.INTERNAL_TOKEN || undefined;
+  if (internalToken !== undefined && internalToken.length < 24) {
+    throw new ConfigError("INTERNAL_TOKEN must be at least 24 characters");
+  }
+  if (databaseUrl && !masterKey) {
+    throw new ConfigError(
+      "MASTER_KEY is required with DATABASE_URL (only the embedded default generates one)",
+    );
+  }
+  if (databaseUrl && !internalToken) {
+    throw new ConfigError(
+      "INTERNAL_TOKEN is required with DATABASE_URL (only the embedded default generates one)",
+    );
+  }
+  const publicUrl = env.PUBLIC_URL || undefined;
+  if (publicUrl !== undefined && !/^https?:\/\/[^/]+/.test(publicUrl)) {
+    throw new ConfigError("PUBLIC_URL must be an absolute http(s) URL");
+  }
+  return Object.freeze({
+    port: int(env, "PORT", 8080, 0, 65535),
+    host: env.HOST || "0.0.0.0",
+    internalPort: int(env, "INTERNAL_PORT", 9090, 0, 65535),
+    internalHost: env.INTERNAL_HOST || "127.0.0.1",
+    databaseUrl,
+    dataDir: path.resolve(env.DATA_DIR || "./.data"),
+    masterKey,
+    internalToken,
+    publicUrl: publicUrl?.replace(/\/+$/, ""),
+    role: oneOf(env, "ROLE", ["all", "api", "worker"] as const, "all"),
+    logLevel: oneOf(env, "LOG_LEVEL", ["debug", "info", "warn", "error", "silent"] as const, "info"),
+    allowLocalWebhooks: bool(env, "ALLOW_LOCAL_WEBHOOKS", databaseUrl === undefined),
+    rateLimits: {
+      read: bucket(env, "RATE_LIMIT_READ", defaultRateLimits.read),
+      write: bucket(env, "RATE_LIMIT_WRITE", defaultRateLimits.write),
+    },
+    dbPoolSize: int(env, "DB_POOL_SIZE", 10, 2, 200),
+  });
+}

@@ -1,0 +1,64 @@
+import fs from "node:fs/promises";
+import path from "node:path";
+import { createApp } from "./app.ts";
+import { ConfigError, loadConfig } from "./config.ts";
+import { createLogger } from "./platform/logger.ts";
+import { dataFiles, resolveRuntime } from "./runtime.ts";
+
+/** Composition root: configuration → database → app → signals. */
+async function main(): Promise<void> {
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`configuration error: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const logger = createLogger({
+    level: config.logLevel,
+    bindings: { service: "partner-api", role: config.role },
+  });
+  const runtime = await resolveRuntime(config, logger);
+  const app = await createApp({ config, logger, ...runtime });
+
+  // Lets `npm run cli` find the internal API of a service started with `npm start`.
+  const serviceFile = path.join(config.dataDir, dataFiles.service);
+  if (!config.databaseUrl && app.internalUrl) {
+    await fs.writeFile(
+      serviceFile,
+      JSON.stringify({ partnerUrl: app.partnerUrl, internalUrl: app.internalUrl, pid: process.pid }),
+    );
+  }
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info("shutting down", { signal });
+    const force = setTimeout(() => {
+      logger.error("shutdown took too long; exiting");
+      process.exit(1);
+    }, 30_000);
+    force.unref();
+    try {
+      await app.stop();
+      if (!config.databaseUrl) await fs.rm(serviceFile, { force: true });
+      await runtime.embedded?.stop();
+      logger.info("stopped");
+      process.exit(0);
+    } catch (err) {
+      logger.error("shutdown failed", { err });
+      process.exit(1);
+    }
+  };
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  process.on("SIGINT", () => void shutdown("SIGINT"));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`failed to start: ${(err as Error)?.stack ?? String(err)}\n`);
+  process.exit(1);
+});

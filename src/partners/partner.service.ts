@@ -1,0 +1,68 @@
+import type { Clock } from "../platform/clock.ts";
+import type { Orm } from "../platform/db/orm.ts";
+import { ApiError, validationFailed } from "../platform/errors.ts";
+import { isId, newId } from "../platform/ids.ts";
+import { type Partner, PartnerEntity } from "./partner.entity.ts";
+
+/** Options for {@link createPartnerService}. */
+export interface PartnerServiceOptions {
+  orm: Orm;
+  clock: Clock;
+}
+
+/** What {@link createPartnerService} returns. */
+export type PartnerService = ReturnType<typeof createPartnerService>;
+
+function checkFee(feeRateBps: number): void {
+  if (!Number.isInteger(feeRateBps) || feeRateBps < 0 || feeRateBps > 10_000) {
+    throw validationFailed({ feeRateBps: "must be an integer from 0 to 10000 basis points" });
+  }
+}
+
+/** Partners and their contract fee rates. */
+export function createPartnerService({ orm, clock }: PartnerServiceOptions) {
+  return {
+    /** Creates a partner. */
+    async create(name: string, feeRateBps: number): Promise<Partner> {
+      const trimmed = name.trim();
+      if (trimmed.length < 1 || trimmed.length > 200) {
+        throw validationFailed({ name: "must be 1 to 200 characters" });
+      }
+      checkFee(feeRateBps);
+      const em = orm.em.fork();
+      const partner = em.create(PartnerEntity, {
+        id: newId("ptn"),
+        name: trimmed,
+        feeRateBps,
+        createdAt: clock.now(),
+      });
+      await em.flush();
+      return partner;
+    },
+
+    /** Every partner, oldest first. */
+    async list(): Promise<Partner[]> {
+      return orm.em.fork().find(PartnerEntity, {}, { orderBy: { createdAt: "asc", id: "asc" } });
+    },
+
+    /** A partner, or `not_found`. */
+    async get(partnerId: string): Promise<Partner> {
+      const partner = isId("ptn", partnerId)
+        ? await orm.em.fork().findOne(PartnerEntity, { id: partnerId })
+        : null;
+      if (!partner) throw new ApiError("not_found", `No partner ${partnerId}.`);
+      return partner;
+    },
+
+    /** Sets a partner's fee rate for disbursements created from now on. */
+    async setFee(partnerId: string, feeRateBps: number): Promise<Partner> {
+      checkFee(feeRateBps);
+      const em = orm.em.fork();
+      const partner = isId("ptn", partnerId) ? await em.findOne(PartnerEntity, { id: partnerId }) : null;
+      if (!partner) throw new ApiError("not_found", `No partner ${partnerId}.`);
+      partner.feeRateBps = feeRateBps;
+      await em.flush();
+      return partner;
+    },
+  };
+}

@@ -1,0 +1,102 @@
+import http from "node:http";
+import http2 from "node:http2";
+import net from "node:net";
+import type { Logger } from "../logger.ts";
+
+/** A request handler that serves both HTTP/1.1 and HTTP/2 requests. */
+export type Handler = (
+  req: http.IncomingMessage | http2.Http2ServerRequest,
+  res: http.ServerResponse | http2.Http2ServerResponse,
+) => void;
+
+/** A bound listener. */
+export interface Listener {
+  readonly port: number;
+  readonly host: string;
+  /** Stops accepting, lets in-flight requests finish (up to `graceMs`), then closes what is left. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** Options for {@link listen}. */
+export interface ListenOptions {
+  host: string;
+  port: number;
+  handler: Handler;
+  logger: Logger;
+  name: string;
+}
+
+const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+/**
+ * One cleartext port for HTTP/1.1 (REST, Connect, gRPC-Web) and HTTP/2 with prior knowledge (gRPC, h2c
+ * Connect). Node's `allowHTTP1` needs TLS, so each connection's first bytes decide which server gets it.
+ */
+export async function listen({ host, port, handler, logger, name }: ListenOptions): Promise<Listener> {
+  const h1 = http.createServer(
+    { keepAliveTimeout: 65_000, headersTimeout: 30_000, requestTimeout: 60_000 },
+    handler,
+  );
+  const h2 = http2.createServer({}, handler);
+  const sockets = new Set<net.Socket>();
+  const sessions = new Set<http2.Http2Session>();
+  h2.on("session", (s) => {
+    sessions.add(s);
+    s.on("close", () => sessions.delete(s));
+  });
+  h1.on("clientError", (err, socket) => {
+    if (socket.writable)
+      socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
+    logger.debug("client error", { listener: name, err: (err as Error).message });
+  });
+
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    socket.on("error", () => undefined);
+    let seen = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      seen = Buffer.concat([seen, chunk]);
+      const n = Math.min(seen.length, PREFACE.length);
+      const isH2 = seen.subarray(0, n).equals(PREFACE.subarray(0, n));
+      if (isH2 && seen.length < PREFACE.length) return;
+      socket.off("data", onData);
+      socket.pause();
+      socket.unshift(seen);
+      (isH2 ? h2 : h1).emit("connection", socket);
+      socket.resume();
+    };
+    socket.on("data", onData);
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => resolve());
+  });
+  const addr = server.address() as net.AddressInfo;
+  return {
+    port: addr.port,
+    host,
+    async close(graceMs = 10_000) {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      h1.closeIdleConnections();
+      for (const s of sessions) s.close();
+      const deadline = setTimeout(() => {
+        for (const s of sockets) s.destroy();
+      }, graceMs);
+      deadline.unref();
+      // Keep-alive connections with no request in flight close now; busy ones close after their response.
+      h1.on("request", (_req, res) => res.setHeader("connection", "close"));
+      await new Promise<void>((resolve) => {
+        const check = () => {
+          h1.closeIdleConnections();
+          if (sockets.size === 0) resolve();
+          else setTimeout(check, 20).unref();
+        };
+        check();
+      });
+      clearTimeout(deadline);
+      await closed;
+    },
+  };
+}

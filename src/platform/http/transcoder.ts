@@ -1,0 +1,292 @@
+import type { IncomingMessage } from "node:http";
+import type { Http2ServerRequest } from "node:http2";
+import {
+  create,
+  type DescField,
+  type DescMessage,
+  type DescMethod,
+  type DescService,
+  fromJson,
+  type JsonValue,
+  ScalarType,
+  toJson,
+} from "@bufbuild/protobuf";
+import { createContextValues, createHandlerContext, type HandlerContext } from "@connectrpc/connect";
+import { ApiError } from "../errors.ts";
+import type { Logger } from "../logger.ts";
+import { kRequestId } from "../rpc/context.ts";
+import type { Edge } from "../rpc/edge.ts";
+import { toApiError } from "../rpc/errors.ts";
+import { compileTemplate, type PathTemplate } from "./path-template.ts";
+import { type AnyResponse, writeRestError } from "./rest-errors.ts";
+import { type RestBinding, restBindings } from "./rules.ts";
+
+/** Either kind of Node request the partner listener hands out. */
+export type AnyRequest = IncomingMessage | Http2ServerRequest;
+
+type UnaryFn = (req: unknown, ctx: HandlerContext) => unknown;
+
+/** A service and the one implementation that serves it on every face. */
+export interface ServiceBinding {
+  service: DescService;
+  impl: Record<string, unknown>;
+}
+
+interface Route {
+  service: DescService;
+  method: DescMethod;
+  binding: RestBinding;
+  template: PathTemplate;
+  fn: UnaryFn;
+}
+
+/** Options for {@link createTranscoder}. */
+export interface TranscoderOptions {
+  services: ServiceBinding[];
+  edge: Edge;
+  logger: Logger;
+  /** Largest accepted request body. */
+  maxBodyBytes: number;
+}
+
+/** The REST face: routes `/partner/v1/...` by the `google.api.http` options to the Connect implementations. */
+export interface Transcoder {
+  handle(req: AnyRequest, res: AnyResponse, requestId: string): Promise<void>;
+  /** Every route, as `VERB template`, for documentation and tests. */
+  readonly routes: readonly string[];
+}
+
+const jsonWrite = { alwaysEmitImplicit: true } as const;
+
+/** Reads the body up to a limit; rejects with `payload_too_large` beyond it. */
+async function readBody(req: AnyRequest, limit: number): Promise<Buffer> {
+  const declared = Number(req.headers["content-length"] ?? 0);
+  if (declared > limit) throw new ApiError("payload_too_large");
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw new ApiError("payload_too_large");
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+function headersOf(req: AnyRequest): Headers {
+  const h = new Headers();
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (k.startsWith(":") || v === undefined) continue;
+    if (Array.isArray(v)) for (const item of v) h.append(k, item);
+    else h.set(k, String(v));
+  }
+  return h;
+}
+
+/** Finds a field by proto name or JSON name. */
+function fieldOf(message: DescMessage, name: string): DescField | undefined {
+  return message.fields.find((f) => f.name === name || f.jsonName === name);
+}
+
+/** Resolves a dotted field path to the JSON names along it and the leaf field. */
+function resolvePath(message: DescMessage, path: string): { names: string[]; leaf: DescField } | undefined {
+  const names: string[] = [];
+  let current: DescMessage | undefined = message;
+  let leaf: DescField | undefined;
+  for (const part of path.split(".")) {
+    if (!current) return undefined;
+    leaf = fieldOf(current, part);
+    if (!leaf) return undefined;
+    names.push(leaf.jsonName);
+    current = leaf.fieldKind === "message" ? leaf.message : undefined;
+  }
+  return leaf ? { names, leaf } : undefined;
+}
+
+function assign(target: Record<string, JsonValue>, names: string[], value: JsonValue, append: boolean): void {
+  let obj = target;
+  for (const name of names.slice(0, -1)) {
+    const next = obj[name];
+    if (typeof next !== "object" || next === null || Array.isArray(next)) obj[name] = {};
+    obj = obj[name] as Record<string, JsonValue>;
+  }
+  const last = names[names.length - 1] as string;
+  if (append) {
+    const prev = obj[last];
+    obj[last] = Array.isArray(prev) ? [...prev, value] : [value];
+  } else {
+    obj[last] = value;
+  }
+}
+
+/** A query or path string as the JSON value the field's parser expects. */
+function scalarFromString(field: DescField, raw: string): JsonValue {
+  if ((field.fieldKind === "scalar" || field.fieldKind === "list") && field.scalar === ScalarType.BOOL) {
+    if (raw === "true" || raw === "1") return true;
+    if (raw === "false" || raw === "0") return false;
+    throw new ApiError("invalid_argument", `"${field.name}" must be true or false.`);
+  }
+  return raw;
+}
+
+function buildRoutes(services: ServiceBinding[]): Route[] {
+  const routes: Route[] = [];
+  for (const { service, impl } of services) {
+    for (const method of service.methods) {
+      if (method.methodKind !== "unary") continue;
+      const fn = impl[method.localName];
+      if (typeof fn !== "function") continue;
+      for (const binding of restBindings(method)) {
+        routes.push({
+          service,
+          method,
+          binding,
+          template: compileTemplate(binding.template),
+          fn: fn.bind(impl),
+        });
+      }
+    }
+  }
+  // The most literal template wins when two match (`/users/me` before `/users/{id}`).
+  return routes.sort((a, b) => b.template.specificity - a.template.specificity);
+}
+
+/** Creates the REST transcoder over the given services. */
+export function createTranscoder({ services, edge, logger, maxBodyBytes }: TranscoderOptions): Transcoder {
+  const routes = buildRoutes(services);
+
+  const requestJson = async (
+    req: AnyRequest,
+    route: Route,
+    vars: Record<string, string>,
+    query: URLSearchParams,
+  ): Promise<Record<string, JsonValue>> => {
+    const input = route.method.input;
+    const { body } = route.binding;
+    let json: Record<string, JsonValue> = {};
+    const raw = await readBody(req, maxBodyBytes);
+    if (body === "") {
+      if (raw.length > 0) throw new ApiError("invalid_request", "This endpoint takes no request body.");
+    } else if (raw.length > 0) {
+      const type = String(req.headers["content-type"] ?? "");
+      if (!/^application\/json\s*(;|$)/i.test(type)) throw new ApiError("unsupported_media_type");
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(raw.toString("utf8"));
+      } catch {
+        throw new ApiError("invalid_request", "The request body is not valid JSON.");
+      }
+      if (body === "*") {
+        if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+          throw new ApiError("invalid_request", "The request body must be a JSON object.");
+        }
+        json = parsed as Record<string, JsonValue>;
+      } else {
+        const target = resolvePath(input, body);
+        if (!target) throw new Error(`google.api.http body "${body}" is not a field of ${input.typeName}`);
+        assign(json, target.names, parsed as JsonValue, false);
+      }
+    }
+    for (const [key, value] of query) {
+      const target = body === "*" ? undefined : resolvePath(input, key);
+      if (!target || target.leaf.fieldKind === "message" || target.leaf.fieldKind === "map") {
+        throw new ApiError("invalid_argument", `Unknown query parameter "${key}".`);
+      }
+      assign(json, target.names, scalarFromString(target.leaf, value), target.leaf.fieldKind === "list");
+    }
+    for (const [path, value] of Object.entries(vars)) {
+      const target = resolvePath(input, path);
+      if (!target) throw new Error(`path variable "${path}" is not a field of ${input.typeName}`);
+      assign(json, target.names, scalarFromString(target.leaf, value), false);
+    }
+    return json;
+  };
+
+  const invoke = async (
+    req: AnyRequest,
+    res: AnyResponse,
+    route: Route,
+    requestId: string,
+    url: URL,
+    vars: Record<string, string>,
+  ) => {
+    const values = createContextValues().set(kRequestId, requestId);
+    const ctx = createHandlerContext({
+      service: route.service,
+      method: route.method,
+      protocolName: "rest",
+      requestMethod: route.binding.verb,
+      url: url.toString(),
+      requestHeader: headersOf(req),
+      contextValues: values,
+    });
+    try {
+      const output = await edge(
+        {
+          method: route.method,
+          requestHeader: ctx.requestHeader,
+          values,
+          responseHeader: ctx.responseHeader,
+        },
+        async () => {
+          const json = await requestJson(req, route, vars, url.searchParams);
+          let message: unknown;
+          try {
+            message = fromJson(route.method.input, json);
+          } catch (err) {
+            throw new ApiError(
+              "invalid_request",
+              (err as Error).message.replace(/^cannot decode /, "Cannot read "),
+            );
+          }
+          return route.fn(message, ctx);
+        },
+      );
+      const out = toJson(
+        route.method.output,
+        create(route.method.output, output as never),
+        jsonWrite,
+      ) as Record<string, JsonValue>;
+      const field = route.binding.responseBody
+        ? resolvePath(route.method.output, route.binding.responseBody)
+        : undefined;
+      const payload = JSON.stringify(field ? (out[field.names[0] as string] ?? null) : out);
+      ctx.responseHeader.forEach((v, k) => {
+        res.setHeader(k, v);
+      });
+      res.setHeader("content-type", "application/json; charset=utf-8");
+      res.setHeader("content-length", Buffer.byteLength(payload));
+      res.statusCode = 200;
+      res.end(payload);
+    } catch (err) {
+      writeRestError(res, toApiError(err, logger.child({ requestId })), requestId, ctx.responseHeader);
+    } finally {
+      ctx.abort();
+    }
+  };
+
+  return {
+    routes: routes.map((r) => `${r.binding.verb} ${r.binding.template}`),
+    async handle(req, res, requestId) {
+      const url = new URL(req.url ?? "/", "http://localhost");
+      let allowed: string[] = [];
+      for (const route of routes) {
+        const vars = route.template.match(url.pathname);
+        if (!vars) continue;
+        if (route.binding.verb === req.method) return invoke(req, res, route, requestId, url, vars);
+        allowed.push(route.binding.verb);
+      }
+      // Drain what the client sent so the connection can be reused.
+      req.resume();
+      if (allowed.length > 0) {
+        allowed = [...new Set(allowed)];
+        res.setHeader("allow", allowed.join(", "));
+        return writeRestError(
+          res,
+          new ApiError("method_not_allowed", `Use ${allowed.join(" or ")} on ${url.pathname}.`),
+          requestId,
+        );
+      }
+      writeRestError(res, new ApiError("not_found", `No route ${req.method} ${url.pathname}.`), requestId);
+    },
+  };
+}

@@ -1,0 +1,75 @@
+import { PgBoss } from "pg-boss";
+import type { Logger } from "../logger.ts";
+
+/**
+ * Every queue and the payload of its jobs. A new queue is added here first, so senders and workers agree
+ * on its data at compile time.
+ */
+export interface Queues {
+  /** Keeps the signing keys on their quarterly schedule (CONTRACT.md §3). */
+  "signing-keys.maintain": Record<string, never>;
+}
+
+/** A queue name. */
+export type QueueName = keyof Queues;
+
+/** Queue settings, as data. */
+export const queueOptions: Record<QueueName, { retryLimit: number; expireInSeconds: number }> = {
+  "signing-keys.maintain": { retryLimit: 3, expireInSeconds: 60 },
+};
+
+/** Options for {@link startBoss}. */
+export interface BossOptions {
+  databaseUrl: string;
+  logger: Logger;
+  /** Run the cron monitor and maintenance in this process (workers do; pure api processes need not). */
+  supervise: boolean;
+  poolSize?: number;
+}
+
+/** The schema pg-boss keeps its tables in. */
+export const BOSS_SCHEMA = "pgboss";
+
+/** Creates and starts pg-boss inside the service's PostgreSQL, with every queue created. */
+export async function startBoss({
+  databaseUrl,
+  logger,
+  supervise,
+  poolSize = 4,
+}: BossOptions): Promise<PgBoss> {
+  const boss = new PgBoss({
+    connectionString: databaseUrl,
+    schema: BOSS_SCHEMA,
+    application_name: "partner-api jobs",
+    max: poolSize,
+    supervise,
+    schedule: supervise,
+    useListenNotify: true,
+  });
+  boss.on("error", (err) => logger.error("job queue error", { err }));
+  boss.on("warning", (warning) => logger.warn("job queue warning", { warning }));
+  await boss.start();
+  for (const [name, options] of Object.entries(queueOptions)) {
+    await boss.createQueue(name, options);
+  }
+  return boss;
+}
+
+/** Sends a job and waits until it completes; for operators' "run now" and for tests. */
+export async function runJobNow<Q extends QueueName>(
+  boss: PgBoss,
+  name: Q,
+  data: Queues[Q],
+  timeoutMs = 30_000,
+): Promise<unknown> {
+  const id = await boss.send(name, data);
+  if (!id) throw new Error(`job ${name} was not created`);
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    const job = await boss.getJobById(name, id);
+    if (job?.state === "completed") return job.output;
+    if (job?.state === "failed") throw new Error(`job ${name} failed: ${JSON.stringify(job.output)}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`job ${name} did not complete within ${timeoutMs} ms`);
+}

@@ -1,0 +1,19 @@
+import { type ContextValues, createContextKey } from "@connectrpc/connect";
+import type { Caller } from "../../apikeys/api-key.service.ts";
+import type { Logger } from "../logger.ts";
+
+/** The request's `req_` id, set at the HTTP layer before anything else runs. */
+export const kRequestId = createContextKey<string>("", { description: "request id" });
+
+/** The authenticated partner caller; set by the edge on the partner listener. */
+export const kCaller = createContextKey<Caller | undefined>(undefined, { description: "caller" });
+
+/** A logger bound to the request id. */
+export const kLogger = createContextKey<Logger | undefined>(undefined, { description: "logger" });
+
+/** The caller of a partner handler; the edge guarantees it is set. */
+export function callerOf(values: ContextValues): Caller {
+  const caller = values.get(kCaller);
+  if (!caller) throw new Error("partner handler reached without an authenticated caller");
+  return caller;
+}

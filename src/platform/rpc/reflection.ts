@@ -1,0 +1,125 @@
+import {
+  createRegistry,
+  type DescFile,
+  type DescService,
+  type MessageInitShape,
+  toBinary,
+} from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  ServerReflection,
+  type ServerReflectionRequest,
+  type ServerReflectionResponseSchema,
+} from "../../../gen/grpc/reflection/v1/reflection_pb.ts";
+
+type Response = MessageInitShape<typeof ServerReflectionResponseSchema>;
+
+const NOT_FOUND = 5;
+const UNIMPLEMENTED = 12;
+
+/** Every file a file depends on, itself first, each once. */
+function withDependencies(file: DescFile): DescFile[] {
+  const seen = new Map<string, DescFile>();
+  const visit = (f: DescFile) => {
+    if (seen.has(f.name)) return;
+    seen.set(f.name, f);
+    for (const dep of f.dependencies) visit(dep);
+  };
+  visit(file);
+  return [...seen.values()];
+}
+
+/**
+ * gRPC server reflection (`grpc.reflection.v1`) over the descriptors of the services a listener serves,
+ * so `buf curl` and grpcurl work without the proto files.
+ */
+export function createReflection(services: DescService[]): ServiceImpl<typeof ServerReflection> {
+  const all = [...services, ServerReflection];
+  const registry = createRegistry(...all.map((s) => s.file));
+  const filesByName = new Map<string, DescFile>();
+  for (const s of all) for (const f of withDependencies(s.file)) filesByName.set(f.name, f);
+  const encoded = new Map<string, Uint8Array>();
+  const encode = (f: DescFile) => {
+    let bytes = encoded.get(f.name);
+    if (!bytes) {
+      bytes = toBinary(FileDescriptorProtoSchema, f.proto);
+      encoded.set(f.name, bytes);
+    }
+    return bytes;
+  };
+  const files = (file: DescFile | undefined) => (file ? withDependencies(file).map(encode) : undefined);
+
+  const fileOfSymbol = (symbol: string): DescFile | undefined => {
+    const desc = registry.get(symbol);
+    if (desc) return desc.file;
+    // A method name: `package.Service.Method`.
+    const owner = registry.getService(symbol.slice(0, symbol.lastIndexOf(".")));
+    return owner?.methods.some((m) => `${owner.typeName}.${m.name}` === symbol) ? owner.file : undefined;
+  };
+
+  const answer = (req: ServerReflectionRequest): Response => {
+    const base = { validHost: req.host, originalRequest: req };
+    const notFound = (what: string): Response => ({
+      ...base,
+      messageResponse: {
+        case: "errorResponse" as const,
+        value: { errorCode: NOT_FOUND, errorMessage: `${what} not found` },
+      },
+    });
+    const fileResponse = (list: Uint8Array[] | undefined, what: string): Response =>
+      list
+        ? {
+            ...base,
+            messageResponse: {
+              case: "fileDescriptorResponse" as const,
+              value: { fileDescriptorProto: list },
+            },
+          }
+        : notFound(what);
+    const r = req.messageRequest;
+    switch (r.case) {
+      case "listServices":
+        return {
+          ...base,
+          messageResponse: {
+            case: "listServicesResponse",
+            value: {
+              service: all.map((s) => ({ name: s.typeName })),
+            },
+          },
+        };
+      case "fileByFilename":
+        return fileResponse(files(filesByName.get(r.value)), `file ${r.value}`);
+      case "fileContainingSymbol":
+        return fileResponse(files(fileOfSymbol(r.value)), `symbol ${r.value}`);
+      case "fileContainingExtension":
+        return notFound(`extension ${r.value.containingType}(${r.value.extensionNumber})`);
+      case "allExtensionNumbersOfType": {
+        const message = registry.getMessage(r.value);
+        if (!message) return notFound(`type ${r.value}`);
+        return {
+          ...base,
+          messageResponse: {
+            case: "allExtensionNumbersResponse",
+            value: { baseTypeName: r.value, extensionNumber: [] },
+          },
+        };
+      }
+      default:
+        return {
+          ...base,
+          messageResponse: {
+            case: "errorResponse",
+            value: { errorCode: UNIMPLEMENTED, errorMessage: "unsupported request" },
+          },
+        };
+    }
+  };
+
+  return {
+    async *serverReflectionInfo(requests) {
+      for await (const req of requests) yield answer(req);
+    },
+  };
+}

@@ -1,0 +1,109 @@
+import type { BucketSpec } from "../config.ts";
+import type { Orm } from "../platform/db/orm.ts";
+
+/** Reads and writes have separate buckets (CONTRACT.md §8). */
+export type RateClass = "read" | "write";
+
+/** The outcome of {@link RateLimiter.take}. */
+export interface RateDecision {
+  allowed: boolean;
+  /** Tokens left (approximate across instances). */
+  remaining: number;
+  /** Seconds until a token is available (when denied). */
+  retryAfterSeconds: number;
+  /** Seconds until the bucket would be full again. */
+  resetSeconds: number;
+  spec: BucketSpec;
+}
+
+/** A per-API-key token bucket shared by every instance through PostgreSQL. */
+export interface RateLimiter {
+  take(keyId: string, cls: RateClass): Promise<RateDecision>;
+}
+
+/** Options for {@link createRateLimiter}. */
+export interface RateLimiterOptions {
+  orm: Orm;
+  limits: Record<RateClass, BucketSpec>;
+  /** How long tokens taken from the shared bucket may wait locally before they are thrown away. */
+  leaseTtlMs?: number;
+}
+
+interface Lease {
+  tokens: number;
+  expiresAt: number;
+  /** The shared bucket's level after our last take. */
+  shared: number;
+  refill: Promise<void> | undefined;
+}
+
+/**
+ * The shared bucket lives in one PostgreSQL row per key and class, refilled from the database clock by
+ * `rate_limit_take()`. To keep the hot path off that row, each instance takes a small lease of tokens at
+ * a time (a tenth of a second's refill, at most a tenth of the bucket) and spends it locally, topping it up
+ * in the background when half is gone. Every admitted request spent a token taken from the shared row,
+ * so instances together never exceed the bucket; a lease that goes unspent expires, which can only make
+ * the limit stricter for a moment, never looser.
+ */
+export function createRateLimiter({ orm, limits, leaseTtlMs = 1_000 }: RateLimiterOptions): RateLimiter {
+  const leases = new Map<string, Lease>();
+  const leaseSize = (spec: BucketSpec) =>
+    Math.max(1, Math.min(Math.ceil(spec.refillPerSecond / 10), Math.floor(spec.capacity / 10)));
+
+  const refill = (bucket: string, lease: Lease, spec: BucketSpec): Promise<void> => {
+    lease.refill ??= (async () => {
+      try {
+        const rows = await orm.em
+          .getConnection()
+          .execute<{ granted: number; remaining: number }[]>("select * from rate_limit_take(?, ?, ?, ?)", [
+            bucket,
+            spec.capacity,
+            spec.refillPerSecond,
+            leaseSize(spec),
+          ]);
+        const row = rows[0];
+        if (!row) return;
+        const now = Date.now();
+        if (now >= lease.expiresAt) lease.tokens = 0;
+        lease.tokens += Number(row.granted);
+        lease.shared = Number(row.remaining);
+        lease.expiresAt = now + leaseTtlMs;
+      } finally {
+        lease.refill = undefined;
+      }
+    })();
+    return lease.refill;
+  };
+
+  const decision = (lease: Lease, spec: BucketSpec, allowed: boolean): RateDecision => {
+    const remaining = Math.max(0, Math.floor(lease.tokens + lease.shared));
+    const deficit = Math.max(0, 1 - lease.shared);
+    return {
+      allowed,
+      remaining,
+      retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil(deficit / spec.refillPerSecond)),
+      resetSeconds: Math.ceil(Math.max(0, spec.capacity - remaining) / spec.refillPerSecond),
+      spec,
+    };
+  };
+
+  return {
+    async take(keyId, cls) {
+      const spec = limits[cls];
+      const bucket = `${cls}:${keyId}`;
+      let lease = leases.get(bucket);
+      if (!lease) {
+        lease = { tokens: 0, expiresAt: 0, shared: spec.capacity, refill: undefined };
+        leases.set(bucket, lease);
+      }
+      if (Date.now() >= lease.expiresAt) lease.tokens = 0;
+      if (lease.tokens < 1) await refill(bucket, lease, spec);
+      if (lease.tokens < 1) return decision(lease, spec, false);
+      lease.tokens -= 1;
+      if (leaseSize(spec) > 1 && lease.tokens < leaseSize(spec) / 2 && !lease.refill) {
+        refill(bucket, lease, spec).catch(() => undefined);
+      }
+      return decision(lease, spec, true);
+    },
+  };
+}

@@ -1,0 +1,57 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { SigningKeyService as InternalSigningKeyService } from "../../gen/internal/v1/signing_keys_pb.ts";
+import { type KeysService, SigningKey_Status, type SigningKeySchema } from "../../gen/partner/v1/keys_pb.ts";
+import { parseEnvironment } from "../apikeys/api-key.handlers.ts";
+import { callerOf } from "../platform/rpc/context.ts";
+import type { PublishedKey, SigningKeyService } from "./signing-key.service.ts";
+
+/** How long verifiers may cache the key document (SPEC.md: at most 4 hours). */
+export const KEY_DOCUMENT_MAX_AGE_SECONDS = 14_400;
+
+/** A published key in the contract's shape. */
+export function toSigningKey(k: PublishedKey): MessageInitShape<typeof SigningKeySchema> {
+  const x = k.publicKey.toString("base64url");
+  return {
+    kid: k.kid,
+    alg: "Ed25519",
+    environment: k.environment,
+    sandbox: k.environment === "sandbox",
+    publicKey: x,
+    jwk: { kty: "OKP", crv: "Ed25519", x },
+    status: SigningKey_Status[k.status],
+    notBefore: timestampFromDate(k.notBefore),
+    notAfter: timestampFromDate(k.notAfter),
+  };
+}
+
+/** `partner.v1.KeysService`: the caller's environment's key document. */
+export function createKeysHandlers(signingKeys: SigningKeyService): ServiceImpl<typeof KeysService> {
+  return {
+    async listKeys(_req, ctx) {
+      const { environment } = callerOf(ctx.values);
+      const keys = await signingKeys.published(environment);
+      ctx.responseHeader.set("cache-control", `public, max-age=${KEY_DOCUMENT_MAX_AGE_SECONDS}`);
+      return { keys: keys.map(toSigningKey) };
+    },
+  };
+}
+
+/** `internal.v1.SigningKeyService`: list and early rotation for operators. */
+export function createSigningKeyAdminHandlers(
+  signingKeys: SigningKeyService,
+): ServiceImpl<typeof InternalSigningKeyService> {
+  return {
+    async listSigningKeys(req) {
+      const keys = await signingKeys.published(parseEnvironment(req.environment));
+      return { keys: keys.map(toSigningKey) };
+    },
+    async rotateSigningKey(req) {
+      const environment = parseEnvironment(req.environment);
+      const kid = await signingKeys.rotate(environment);
+      const keys = (await signingKeys.published(environment)).map(toSigningKey);
+      return { key: keys.find((k) => k.kid === kid), keys };
+    },
+  };
+}

@@ -1,0 +1,190 @@
+import type { KeyObject } from "node:crypto";
+import { ulid } from "ulid";
+import type { Environment } from "../apikeys/api-key.entity.ts";
+import type { Clock } from "../platform/clock.ts";
+import { generateEd25519, privateKeyFromPkcs8 } from "../platform/crypto/ed25519.ts";
+import type { SecretBox } from "../platform/crypto/secret-box.ts";
+import type { ChangeFeed } from "../platform/db/change-feed.ts";
+import { notifySql } from "../platform/db/change-feed.ts";
+import type { Em, Orm } from "../platform/db/orm.ts";
+import { ApiError } from "../platform/errors.ts";
+import {
+  type KeyStatus,
+  keyStatus,
+  nextQuarterStart,
+  publicationOrder,
+  rotationSchedule,
+} from "./schedule.ts";
+import { SigningKeyEntity, type SigningKeyRow } from "./signing-key.entity.ts";
+
+/** Both environments, each with its own keys (SPEC.md rule 4). */
+export const environments: readonly Environment[] = ["sandbox", "production"];
+
+/** A signing key as published: public parts and its status at the time asked. */
+export interface PublishedKey {
+  kid: string;
+  environment: Environment;
+  publicKey: Buffer;
+  status: Exclude<KeyStatus, "RETIRED">;
+  notBefore: Date;
+  notAfter: Date;
+}
+
+/** The key that signs now, ready to use. */
+export interface Signer {
+  kid: string;
+  environment: Environment;
+  key: KeyObject;
+}
+
+/** Options for {@link createSigningKeyService}. */
+export interface SigningKeyServiceOptions {
+  orm: Orm;
+  clock: Clock;
+  box: SecretBox;
+  changes: ChangeFeed;
+}
+
+/** What {@link createSigningKeyService} returns. */
+export type SigningKeyService = ReturnType<typeof createSigningKeyService>;
+
+const CACHE_MS = 60_000;
+
+/** Advisory lock ids, one per environment, that serialise key creation across instances. */
+const lockId: Record<Environment, number> = { sandbox: 7_104_223_311, production: 7_104_223_312 };
+
+/**
+ * Keeps each environment's Ed25519 keys on the quarterly schedule and publishes them (CONTRACT.md §3).
+ * Private halves are sealed with the master key, bound to their kid, and opened only to sign.
+ */
+export function createSigningKeyService({ orm, clock, box, changes }: SigningKeyServiceOptions) {
+  const cache = new Map<Environment, { rows: SigningKeyRow[]; at: number }>();
+  const signers = new Map<string, KeyObject>();
+  changes.subscribe("signing_keys", (env) => {
+    if (env === "*") cache.clear();
+    else cache.delete(env as Environment);
+  });
+
+  const newKey = (environment: Environment, notBefore: Date, retiresAt: Date): SigningKeyRow => {
+    const kid = `${environment === "production" ? "live" : "sandbox"}_${ulid(notBefore.getTime())}`;
+    const pair = generateEd25519();
+    return {
+      kid,
+      environment,
+      publicKey: pair.publicKey,
+      privateKeyEnc: box.seal(pair.privateKeyPkcs8, `signing-key:${kid}`),
+      notBefore,
+      retiresAt,
+      notAfter: new Date(retiresAt.getTime() + rotationSchedule.keepAfterMs),
+      createdAt: clock.now(),
+    };
+  };
+
+  /** Runs `fn` in a transaction holding the environment's advisory lock. */
+  const locked = <T>(environment: Environment, fn: (em: Em, rows: SigningKeyRow[]) => Promise<T>) =>
+    orm.em.fork().transactional(async (em) => {
+      await em
+        .getConnection()
+        .execute("select pg_advisory_xact_lock(?)", [lockId[environment]], "all", em.getTransactionContext());
+      const rows = await em.find(SigningKeyEntity, { environment }, { orderBy: { notBefore: "asc" } });
+      const result = await fn(em, rows);
+      await em.flush();
+      const { sql, params } = notifySql("signing_keys", environment);
+      await em.getConnection().execute(sql, params, "all", em.getTransactionContext());
+      return result;
+    });
+
+  const rowsOf = async (environment: Environment): Promise<SigningKeyRow[]> => {
+    const hit = cache.get(environment);
+    if (hit && changes.healthy && Date.now() - hit.at < CACHE_MS) return hit.rows;
+    const rows = await orm.em
+      .fork()
+      .find(SigningKeyEntity, { environment }, { orderBy: { notBefore: "asc" } });
+    if (changes.healthy) cache.set(environment, { rows, at: Date.now() });
+    return rows;
+  };
+
+  const publish = (rows: SigningKeyRow[], now: Date): PublishedKey[] =>
+    publicationOrder(
+      rows
+        .map((r) => ({ row: r, status: keyStatus(r, now), notBefore: r.notBefore }))
+        .filter((k) => k.status !== "RETIRED"),
+    ).map(({ row, status }) => ({
+      kid: row.kid,
+      environment: row.environment,
+      publicKey: row.publicKey,
+      status: status as PublishedKey["status"],
+      notBefore: row.notBefore,
+      notAfter: row.notAfter,
+    }));
+
+  return {
+    /**
+     * Makes sure each environment has a key signing now and, from 30 days before the quarter turns, the
+     * next quarter's key published as INCOMING. Idempotent and safe to run on every instance at once.
+     * Returns the kids it created.
+     */
+    async maintain(): Promise<string[]> {
+      const created: string[] = [];
+      for (const environment of environments) {
+        await locked(environment, async (em, rows) => {
+          const now = clock.now();
+          const turn = nextQuarterStart(now);
+          if (!rows.some((r) => keyStatus(r, now) === "ACTIVE")) {
+            const row = newKey(environment, now, turn);
+            em.persist(em.create(SigningKeyEntity, row));
+            created.push(row.kid);
+          }
+          const due = now.getTime() >= turn.getTime() - rotationSchedule.publishAheadMs;
+          if (due && !rows.some((r) => r.notBefore.getTime() === turn.getTime())) {
+            const row = newKey(environment, turn, nextQuarterStart(turn));
+            em.persist(em.create(SigningKeyEntity, row));
+            created.push(row.kid);
+          }
+        });
+        changes.emitLocal("signing_keys", environment);
+      }
+      return created;
+    },
+
+    /**
+     * Early rotation: a new key signs from now; the one it replaces is OUTGOING for 30 days. An INCOMING key
+     * already published for the next quarter keeps its place.
+     */
+    async rotate(environment: Environment): Promise<string> {
+      const kid = await locked(environment, async (em, rows) => {
+        const now = clock.now();
+        const current = rows.find((r) => keyStatus(r, now) === "ACTIVE");
+        const retiresAt = current?.retiresAt ?? nextQuarterStart(now);
+        if (current) {
+          current.retiresAt = new Date(Math.max(now.getTime(), current.notBefore.getTime() + 1));
+          current.notAfter = new Date(current.retiresAt.getTime() + rotationSchedule.keepAfterMs);
+        }
+        const row = newKey(environment, new Date(current ? current.retiresAt : now), retiresAt);
+        em.persist(em.create(SigningKeyEntity, row));
+        return row.kid;
+      });
+      changes.emitLocal("signing_keys", environment);
+      return kid;
+    },
+
+    /** The keys a verifier of `environment` may meet now, ACTIVE first. */
+    async published(environment: Environment): Promise<PublishedKey[]> {
+      return publish(await rowsOf(environment), clock.now());
+    },
+
+    /** The key that signs now in `environment`, with its private half opened (and kept) in memory. */
+    async signer(environment: Environment): Promise<Signer> {
+      const now = clock.now();
+      const row = (await rowsOf(environment)).find((r) => keyStatus(r, now) === "ACTIVE");
+      if (!row)
+        throw new ApiError("unavailable", "No signing key is active; the key schedule has not run yet.");
+      let key = signers.get(row.kid);
+      if (!key) {
+        key = privateKeyFromPkcs8(box.open(row.privateKeyEnc, `signing-key:${row.kid}`));
+        signers.set(row.kid, key);
+      }
+      return { kid: row.kid, environment, key };
+    },
+  };
+}
