@@ -1,6 +1,7 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
+import { Duplex } from "node:stream";
 import type { Logger } from "../logger.ts";
 
 /** A request handler that serves both HTTP/1.1 and HTTP/2 requests. */
@@ -29,6 +30,41 @@ export interface ListenOptions {
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
 /**
+ * The HTTP/2 session reads from the socket's native handle, past anything pushed back with `unshift`, so
+ * an HTTP/2 connection whose first bytes we already read is handed over as a stream that replays them.
+ */
+function replaying(socket: net.Socket, head: Buffer): Duplex {
+  const stream = new Duplex({
+    read() {
+      socket.resume();
+    },
+    write(chunk, encoding, callback) {
+      socket.write(chunk, encoding, callback);
+    },
+    final(callback) {
+      socket.end(callback);
+    },
+    destroy(err, callback) {
+      socket.destroy(err ?? undefined);
+      callback(err);
+    },
+  });
+  stream.push(head);
+  socket.on("data", (chunk) => {
+    if (!stream.push(chunk)) socket.pause();
+  });
+  socket.on("end", () => stream.push(null));
+  socket.on("close", () => stream.destroy());
+  Object.defineProperties(stream, {
+    remoteAddress: { get: () => socket.remoteAddress },
+    remotePort: { get: () => socket.remotePort },
+    localAddress: { get: () => socket.localAddress },
+    localPort: { get: () => socket.localPort },
+  });
+  return stream;
+}
+
+/**
  * One cleartext port for HTTP/1.1 (REST, Connect, gRPC-Web) and HTTP/2 with prior knowledge (gRPC, h2c
  * Connect). Node's `allowHTTP1` needs TLS, so each connection's first bytes decide which server gets it.
  */
@@ -37,6 +73,10 @@ export async function listen({ host, port, handler, logger, name }: ListenOption
     { keepAliveTimeout: 65_000, headersTimeout: 30_000, requestTimeout: 60_000 },
     handler,
   );
+  // h1 never listens itself (connections arrive from the sniffer below), but its connection tracking, which
+  // enforces headersTimeout/requestTimeout against slow clients and lets idle keep-alive sockets be closed
+  // on shutdown, starts on "listening".
+  h1.emit("listening");
   const h2 = http2.createServer({}, handler);
   const sockets = new Set<net.Socket>();
   const sessions = new Set<http2.Http2Session>();
@@ -61,9 +101,13 @@ export async function listen({ host, port, handler, logger, name }: ListenOption
       const isH2 = seen.subarray(0, n).equals(PREFACE.subarray(0, n));
       if (isH2 && seen.length < PREFACE.length) return;
       socket.off("data", onData);
+      if (isH2) {
+        h2.emit("connection", replaying(socket, seen));
+        return;
+      }
       socket.pause();
       socket.unshift(seen);
-      (isH2 ? h2 : h1).emit("connection", socket);
+      h1.emit("connection", socket);
       socket.resume();
     };
     socket.on("data", onData);
@@ -97,6 +141,7 @@ export async function listen({ host, port, handler, logger, name }: ListenOption
       });
       clearTimeout(deadline);
       await closed;
+      h1.close(() => undefined);
     },
   };
 }

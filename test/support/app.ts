@@ -1,0 +1,91 @@
+import { randomBytes } from "node:crypto";
+import type { DescService } from "@bufbuild/protobuf";
+import { type Client, createClient, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { ApiKeyService } from "../../gen/internal/v1/api_keys_pb.ts";
+import { PartnerService } from "../../gen/internal/v1/partners_pb.ts";
+import { SigningKeyService } from "../../gen/internal/v1/signing_keys_pb.ts";
+import { type App, createApp } from "../../src/app.ts";
+import { type Config, loadConfig } from "../../src/config.ts";
+import type { Clock } from "../../src/platform/clock.ts";
+import { createLogger, type LogLevel } from "../../src/platform/logger.ts";
+import { createTestDatabase } from "./db.ts";
+
+/** Options for {@link startTestApp}. */
+export interface TestAppOptions {
+  /** Share a database with another instance (defaults to a fresh one). */
+  databaseUrl?: string;
+  clock?: Clock;
+  config?: Partial<Config>;
+  masterKey?: Buffer;
+  internalToken?: string;
+}
+
+/** A running service on loopback ports, with clients for its internal API. */
+export interface TestApp {
+  app: App;
+  partnerUrl: string;
+  internalUrl: string;
+  databaseUrl: string;
+  internalToken: string;
+  masterKey: Buffer;
+  internal: {
+    partners: Client<typeof PartnerService>;
+    apiKeys: Client<typeof ApiKeyService>;
+    signingKeys: Client<typeof SigningKeyService>;
+  };
+  stop(): Promise<void>;
+}
+
+/** The log level of services under test: silent unless TEST_LOG_LEVEL says otherwise. */
+export const testLogLevel = (process.env.TEST_LOG_LEVEL ?? "silent") as LogLevel;
+
+/** A Connect client for an internal service, sending the service token. */
+export function internalClient<S extends DescService>(service: S, baseUrl: string, token: string): Client<S> {
+  const auth: Interceptor = (next) => (req) => {
+    req.header.set("authorization", `Bearer ${token}`);
+    return next(req);
+  };
+  return createClient(service, createConnectTransport({ baseUrl, httpVersion: "1.1", interceptors: [auth] }));
+}
+
+/** Starts the service against a fresh (or given) test database, on port 0. */
+export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
+  const databaseUrl = options.databaseUrl ?? (await createTestDatabase());
+  const masterKey = options.masterKey ?? randomBytes(32);
+  const internalToken = options.internalToken ?? `itk_${randomBytes(24).toString("base64url")}`;
+  const config: Config = {
+    ...loadConfig({}),
+    port: 0,
+    internalPort: 0,
+    host: "127.0.0.1",
+    databaseUrl,
+    dbPoolSize: 5,
+    ...options.config,
+  };
+  const logger = createLogger({ level: testLogLevel, write: (line) => process.stderr.write(`${line}\n`) });
+  const app = await createApp({
+    config,
+    databaseUrl,
+    masterKey,
+    internalToken,
+    logger,
+    clock: options.clock,
+  });
+  if (!app.partnerUrl || !app.internalUrl) throw new Error("test app started without listeners");
+  const internalUrl = app.internalUrl;
+  return {
+    app,
+    partnerUrl: app.partnerUrl,
+    internalUrl,
+    databaseUrl,
+    internalToken,
+    masterKey,
+    internal: {
+      partners: internalClient(PartnerService, internalUrl, internalToken),
+      apiKeys: internalClient(ApiKeyService, internalUrl, internalToken),
+      signingKeys: internalClient(SigningKeyService, internalUrl, internalToken),
+    },
+    stop: () => app.stop(),
+  };
+}
