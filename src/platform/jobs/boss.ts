@@ -14,8 +14,8 @@ export interface Queues {
 export type QueueName = keyof Queues;
 
 /** Queue settings, as data. */
-export const queueOptions: Record<QueueName, { retryLimit: number; expireInSeconds: number }> = {
-  "signing-keys.maintain": { retryLimit: 3, expireInSeconds: 60 },
+export const queueOptions: Record<QueueName, { retryLimit: number; expireInSeconds: number; notify: boolean }> = {
+  "signing-keys.maintain": { retryLimit: 3, expireInSeconds: 60, notify: true },
 };
 
 /** Options for {@link startBoss}. */
@@ -50,7 +50,9 @@ export async function startBoss({
   boss.on("warning", (warning) => logger.warn("job queue warning", { warning }));
   await boss.start();
   for (const [name, options] of Object.entries(queueOptions)) {
+    // createQueue leaves an existing queue as it was; updateQueue brings its settings up to date.
     await boss.createQueue(name, options);
+    await boss.updateQueue(name, options);
   }
   return boss;
 }
