@@ -42,6 +42,13 @@ export interface Config {
   dbPoolSize: number;
 }
 
+/** Files the embedded default keeps in DATA_DIR. */
+export const dataFiles = {
+  masterKey: "master.key",
+  internalToken: "internal-token",
+  service: "service.json",
+} as const;
+
 /** Thrown when the environment holds a value the service cannot run with. */
 export class ConfigError extends Error {
   override readonly name = "ConfigError";

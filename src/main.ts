@@ -1,9 +1,9 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { createApp } from "./app.ts";
-import { ConfigError, loadConfig } from "./config.ts";
+import { ConfigError, dataFiles, loadConfig } from "./config.ts";
 import { createLogger } from "./platform/logger.ts";
-import { dataFiles, resolveRuntime } from "./runtime.ts";
+import { resolveRuntime } from "./runtime.ts";
 
 /** Composition root: configuration → database → app → signals. */
 async function main(): Promise<void> {
@@ -56,6 +56,7 @@ async function main(): Promise<void> {
   };
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
+  process.on("SIGHUP", () => void shutdown("SIGHUP"));
 }
 
 main().catch((err: unknown) => {

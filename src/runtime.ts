@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import fs from "node:fs/promises";
 import path from "node:path";
-import { type Config, parseMasterKey } from "./config.ts";
+import { type Config, dataFiles, parseMasterKey } from "./config.ts";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "./platform/db/embedded.ts";
 import type { Logger } from "./platform/logger.ts";
 
@@ -12,13 +12,6 @@ export interface Runtime {
   internalToken: string;
   embedded: EmbeddedDatabase | undefined;
 }
-
-/** Files the embedded default keeps in DATA_DIR. */
-export const dataFiles = {
-  masterKey: "master.key",
-  internalToken: "internal-token",
-  service: "service.json",
-} as const;
 
 /** Reads a secret file, or creates it with `make()` (mode 0600) and says so in the log. */
 async function secretFile(file: string, make: () => string, what: string, logger: Logger): Promise<string> {

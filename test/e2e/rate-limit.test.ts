@@ -6,7 +6,10 @@ import { startTestApp, type TestApp } from "../support/app.ts";
 import { grpcUnary, rest } from "../support/clients.ts";
 
 // A bucket of 5 that practically never refills, so the test counts tokens, not milliseconds.
-const tiny = { read: { capacity: 5, refillPerSecond: 0.001 }, write: { capacity: 5, refillPerSecond: 0.001 } };
+const tiny = {
+  read: { capacity: 5, refillPerSecond: 0.001 },
+  write: { capacity: 5, refillPerSecond: 0.001 },
+};
 
 let a: TestApp;
 let b: TestApp;
@@ -53,7 +56,12 @@ describe("per-key rate limits", () => {
   });
 
   it("reports the same limit over gRPC, with retry-after metadata", async () => {
-    const res = await grpcUnary(b.partnerUrl, KeysService.method.listKeys, {}, { authorization: `Bearer ${partner.sandboxKey}` });
+    const res = await grpcUnary(
+      b.partnerUrl,
+      KeysService.method.listKeys,
+      {},
+      { authorization: `Bearer ${partner.sandboxKey}` },
+    );
     if (res.ok) throw new Error("expected the bucket to be empty");
     expect(res.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     expect(res.errorInfo?.reason).toBe("rate_limited");

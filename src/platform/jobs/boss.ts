@@ -14,7 +14,10 @@ export interface Queues {
 export type QueueName = keyof Queues;
 
 /** Queue settings, as data. */
-export const queueOptions: Record<QueueName, { retryLimit: number; expireInSeconds: number; notify: boolean }> = {
+export const queueOptions: Record<
+  QueueName,
+  { retryLimit: number; expireInSeconds: number; notify: boolean }
+> = {
   "signing-keys.maintain": { retryLimit: 3, expireInSeconds: 60, notify: true },
 };
 

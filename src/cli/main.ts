@@ -1,0 +1,223 @@
+import { parseArgs } from "node:util";
+import { type DescMessage, type MessageShape, toJson } from "@bufbuild/protobuf";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { type Client, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
+import {
+  type ApiKey,
+  ApiKey_StatusSchema,
+  ApiKeySchema,
+  ApiKeyService,
+} from "../../gen/internal/v1/api_keys_pb.ts";
+import { type Partner, PartnerSchema, PartnerService } from "../../gen/internal/v1/partners_pb.ts";
+import { SigningKeyService } from "../../gen/internal/v1/signing_keys_pb.ts";
+import { type SigningKey, SigningKey_StatusSchema } from "../../gen/partner/v1/keys_pb.ts";
+import { discoverTarget } from "./discover.ts";
+
+const USAGE = `Usage: npm run cli -- <command> [options] [--json]
+
+  partner create --name NAME --fee-bps BPS      create a partner (fee in basis points, 0-10000)
+  partner list                                   list partners
+  partner set-fee --partner ID --fee-bps BPS     change a partner's fee rate
+  key issue --partner ID --env sandbox|production
+                                                 issue a partner's API key (shown once)
+  key roll --key-id ID [--expires-in-hours H]    replace a key; the old one works for H hours (default 24)
+  key revoke --key-id ID                         revoke a key at once
+  key list --partner ID                          list a partner's keys
+  signing-key list --env sandbox|production      list published snapshot-signing keys
+  signing-key rotate --env sandbox|production    rotate the signing key now
+
+The internal API is found through INTERNAL_URL and INTERNAL_TOKEN, or DATA_DIR of a service started with
+\`npm start\`. With --json every command prints one JSON object (use \`npm run -s cli\` to keep npm quiet).`;
+
+/** A usage mistake: printed with the usage, exit code 2. */
+class UsageError extends Error {}
+
+interface Clients {
+  partners: Client<typeof PartnerService>;
+  apiKeys: Client<typeof ApiKeyService>;
+  signingKeys: Client<typeof SigningKeyService>;
+}
+
+type Flags = Record<string, string | boolean | undefined>;
+type Output = { json: unknown; text: string };
+type Command = (flags: Flags, c: Clients) => Promise<Output>;
+
+const date = (t: { seconds: bigint; nanos: number } | undefined) =>
+  t ? timestampDate(t as never).toISOString() : "";
+const json = <D extends DescMessage>(schema: D, m: MessageShape<D>) =>
+  toJson(schema, m, { alwaysEmitImplicit: true });
+
+function need(flags: Flags, name: string): string {
+  const v = flags[name];
+  if (typeof v !== "string" || v === "") throw new UsageError(`--${name} is required`);
+  return v;
+}
+
+function int(flags: Flags, name: string, required: boolean): number | undefined {
+  const v = flags[name];
+  if (v === undefined && !required) return undefined;
+  const n = Number(need(flags, name));
+  if (!Number.isInteger(n)) throw new UsageError(`--${name} must be a whole number`);
+  return n;
+}
+
+function env(flags: Flags): string {
+  const v = need(flags, "env");
+  if (v !== "sandbox" && v !== "production") throw new UsageError("--env must be sandbox or production");
+  return v;
+}
+
+const partnerLine = (p: Partner) =>
+  `${p.id}  ${p.name}  fee ${p.feeRateBps} bps  created ${date(p.createdAt)}`;
+const keyLine = (k: ApiKey) =>
+  `${k.id}  ${k.environment}  ${k.prefix}…  ${ApiKey_StatusSchema.value[k.status]?.name}${k.expiresAt ? `  expires ${date(k.expiresAt)}` : ""}`;
+const signingLine = (k: SigningKey) =>
+  `${k.kid}  ${SigningKey_StatusSchema.value[k.status]?.name}  signs from ${date(k.notBefore)}  listed until ${date(k.notAfter)}`;
+const keyJson = (k: ApiKey | undefined) => (k ? json(ApiKeySchema, k) : null);
+
+const commands: Record<string, Command> = {
+  async "partner create"(f, c) {
+    const { partner } = await c.partners.createPartner({
+      name: need(f, "name"),
+      feeRateBps: int(f, "fee-bps", true),
+    });
+    if (!partner) throw new Error("no partner returned");
+    return { json: json(PartnerSchema, partner), text: `created partner ${partnerLine(partner)}` };
+  },
+  async "partner list"(_f, c) {
+    const { partners } = await c.partners.listPartners({});
+    return {
+      json: { partners: partners.map((p) => json(PartnerSchema, p)) },
+      text: partners.length ? partners.map(partnerLine).join("\n") : "no partners yet",
+    };
+  },
+  async "partner set-fee"(f, c) {
+    const { partner } = await c.partners.setPartnerFee({
+      partnerId: need(f, "partner"),
+      feeRateBps: int(f, "fee-bps", true),
+    });
+    if (!partner) throw new Error("no partner returned");
+    return { json: json(PartnerSchema, partner), text: `updated partner ${partnerLine(partner)}` };
+  },
+  async "key issue"(f, c) {
+    const res = await c.apiKeys.issueApiKey({ partnerId: need(f, "partner"), environment: env(f) });
+    const k = res.apiKey;
+    return {
+      json: {
+        id: k?.id,
+        key: res.key,
+        environment: k?.environment,
+        partnerId: k?.partnerId,
+        prefix: k?.prefix,
+      },
+      text: `issued ${k?.environment} key ${k?.id} for ${k?.partnerId}\n\n  ${res.key}\n\nStore it now: it is not shown again.`,
+    };
+  },
+  async "key roll"(f, c) {
+    const res = await c.apiKeys.rollApiKey({
+      keyId: need(f, "key-id"),
+      expiresInHours: int(f, "expires-in-hours", false),
+    });
+    const k = res.apiKey;
+    return {
+      json: { id: k?.id, key: res.key, environment: k?.environment, oldKey: keyJson(res.oldApiKey) },
+      text: `rolled ${res.oldApiKey?.id}: it works until ${date(res.oldApiKey?.expiresAt)}\nnew ${k?.environment} key ${k?.id}\n\n  ${res.key}\n\nStore it now: it is not shown again.`,
+    };
+  },
+  async "key revoke"(f, c) {
+    const { apiKey } = await c.apiKeys.revokeApiKey({ keyId: need(f, "key-id") });
+    return { json: keyJson(apiKey), text: `revoked ${apiKey ? keyLine(apiKey) : ""}` };
+  },
+  async "key list"(f, c) {
+    const { apiKeys } = await c.apiKeys.listApiKeys({ partnerId: need(f, "partner") });
+    return {
+      json: { apiKeys: apiKeys.map(keyJson) },
+      text: apiKeys.length ? apiKeys.map(keyLine).join("\n") : "no keys",
+    };
+  },
+  async "signing-key list"(f, c) {
+    const res = await c.signingKeys.listSigningKeys({ environment: env(f) });
+    return {
+      json: toJson(SigningKeyService.method.listSigningKeys.output, res),
+      text: res.keys.map(signingLine).join("\n"),
+    };
+  },
+  async "signing-key rotate"(f, c) {
+    const res = await c.signingKeys.rotateSigningKey({ environment: env(f) });
+    return {
+      json: toJson(SigningKeyService.method.rotateSigningKey.output, res),
+      text: `rotated: ${res.key?.kid} is ACTIVE\n${res.keys.map(signingLine).join("\n")}`,
+    };
+  },
+};
+
+const flagSpec = {
+  json: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+  name: { type: "string" },
+  "fee-bps": { type: "string" },
+  partner: { type: "string" },
+  env: { type: "string" },
+  "key-id": { type: "string" },
+  "expires-in-hours": { type: "string" },
+} as const;
+
+function clients(url: string, token: string): Clients {
+  const auth: Interceptor = (next) => (req) => {
+    req.header.set("authorization", `Bearer ${token}`);
+    return next(req);
+  };
+  const transport = createConnectTransport({ baseUrl: url, httpVersion: "1.1", interceptors: [auth] });
+  return {
+    partners: createClient(PartnerService, transport),
+    apiKeys: createClient(ApiKeyService, transport),
+    signingKeys: createClient(SigningKeyService, transport),
+  };
+}
+
+async function main(argv: string[]): Promise<number> {
+  let parsed: ReturnType<
+    typeof parseArgs<{ options: typeof flagSpec; allowPositionals: true; args: string[] }>
+  >;
+  try {
+    parsed = parseArgs({ args: argv, options: flagSpec, allowPositionals: true, strict: true });
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  const asJson = values.json === true;
+  const name = positionals.slice(0, 2).join(" ");
+  const command = commands[name];
+  if (values.help || !command || positionals.length !== 2) {
+    if (values.help) {
+      process.stdout.write(`${USAGE}\n`);
+      return 0;
+    }
+    const msg = positionals.length ? `unknown command "${positionals.join(" ")}"` : "no command given";
+    if (asJson) process.stdout.write(`${JSON.stringify({ error: { code: "usage", message: msg } })}\n`);
+    process.stderr.write(`${msg}\n\n${USAGE}\n`);
+    return 2;
+  }
+  try {
+    const target = await discoverTarget();
+    const out = await command(values, clients(target.url, target.token));
+    process.stdout.write(`${asJson ? JSON.stringify(out.json) : out.text}\n`);
+    return 0;
+  } catch (err) {
+    let code = err instanceof UsageError ? "usage" : "error";
+    let message = (err as Error).message;
+    if (err instanceof ConnectError) {
+      code = err.findDetails(ErrorInfoSchema)[0]?.reason ?? "error";
+      message = err.rawMessage;
+    }
+    if (asJson) process.stdout.write(`${JSON.stringify({ error: { code, message } })}\n`);
+    process.stderr.write(`error: ${message}${code !== "error" && code !== "usage" ? ` (${code})` : ""}\n`);
+    if (err instanceof UsageError) process.stderr.write(`\n${USAGE}\n`);
+    return err instanceof UsageError ? 2 : 1;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));
