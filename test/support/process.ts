@@ -1,0 +1,68 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import path from "node:path";
+import { createInterface } from "node:readline";
+
+/** The repository root. */
+export const root = path.resolve(import.meta.dirname, "../..");
+
+/** A service started as its own process with `node src/main.ts`, as `npm start` does. */
+export interface ServiceProcess {
+  child: ChildProcess;
+  partnerUrl: string;
+  internalUrl: string;
+  /** Every log line so far, parsed. */
+  logs: Record<string, unknown>[];
+  /** Resolves with the exit code (or signal name). */
+  exited: Promise<number | string>;
+}
+
+/** Starts the service and waits until it logs the addresses it listens on. */
+export async function startServiceProcess(env: Record<string, string>, timeoutMs = 60_000): Promise<ServiceProcess> {
+  const child = spawn(process.execPath, ["src/main.ts"], {
+    cwd: root,
+    env: { ...process.env, PORT: "0", INTERNAL_PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const logs: Record<string, unknown>[] = [];
+  let stderr = "";
+  child.stderr?.on("data", (d) => {
+    stderr += String(d);
+  });
+  const exited = new Promise<number | string>((resolve) => child.on("exit", (code, signal) => resolve(code ?? signal ?? -1)));
+  const listening = new Promise<{ partner: string; internal: string }>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`service did not start in ${timeoutMs} ms: ${stderr}`)), timeoutMs);
+    createInterface({ input: child.stdout as NodeJS.ReadableStream }).on("line", (line) => {
+      try {
+        const entry = JSON.parse(line) as Record<string, unknown>;
+        logs.push(entry);
+        if (entry.msg === "listening") {
+          clearTimeout(timer);
+          resolve(entry as never);
+        }
+      } catch {
+        // not a log line
+      }
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`service exited with ${code} before listening: ${stderr}`));
+    });
+  });
+  const { partner, internal } = await listening;
+  return { child, partnerUrl: partner, internalUrl: internal, logs, exited };
+}
+
+/** Runs the command-line tool and returns its exit code and output. */
+export async function runCli(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ["src/cli/main.ts", ...args], { cwd: root, env: { ...process.env, ...env } });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d) => {
+    stdout += String(d);
+  });
+  child.stderr.on("data", (d) => {
+    stderr += String(d);
+  });
+  const code = await new Promise<number>((resolve) => child.on("exit", (c) => resolve(c ?? -1)));
+  return { code, stdout, stderr };
+}

@@ -1,0 +1,36 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, defaultRateLimits, loadConfig } from "../../src/config.ts";
+
+const key = "ab".repeat(32);
+const token = "t".repeat(32);
+
+describe("configuration", () => {
+  it("defaults to the embedded database with local webhooks allowed", () => {
+    const c = loadConfig({});
+    expect(c).toMatchObject({ port: 8080, internalPort: 9090, internalHost: "127.0.0.1", role: "all", allowLocalWebhooks: true });
+    expect(c.databaseUrl).toBeUndefined();
+    expect(c.rateLimits).toEqual(defaultRateLimits);
+  });
+
+  it("requires MASTER_KEY and INTERNAL_TOKEN with DATABASE_URL, and turns local webhooks off", () => {
+    expect(() => loadConfig({ DATABASE_URL: "postgres://x/y" })).toThrow(/MASTER_KEY is required/);
+    expect(() => loadConfig({ DATABASE_URL: "postgres://x/y", MASTER_KEY: key })).toThrow(/INTERNAL_TOKEN is required/);
+    const c = loadConfig({ DATABASE_URL: "postgres://x/y", MASTER_KEY: key, INTERNAL_TOKEN: token });
+    expect(c.masterKey?.length).toBe(32);
+    expect(c.allowLocalWebhooks).toBe(false);
+  });
+
+  it("names the variable that is wrong", () => {
+    expect(() => loadConfig({ PORT: "http" })).toThrow(ConfigError);
+    expect(() => loadConfig({ PORT: "70000" })).toThrow(/PORT must be an integer/);
+    expect(() => loadConfig({ ROLE: "both" })).toThrow(/ROLE must be one of/);
+    expect(() => loadConfig({ MASTER_KEY: "short" })).toThrow(/MASTER_KEY must be 32 bytes/);
+    expect(() => loadConfig({ INTERNAL_TOKEN: "short" })).toThrow(/INTERNAL_TOKEN must be at least 24/);
+    expect(() => loadConfig({ RATE_LIMIT_READ: "fast" })).toThrow(/RATE_LIMIT_READ must look like/);
+    expect(() => loadConfig({ PUBLIC_URL: "example.com" })).toThrow(/PUBLIC_URL/);
+  });
+
+  it("reads rate limits as capacity:refill", () => {
+    expect(loadConfig({ RATE_LIMIT_READ: "1000000:500000" }).rateLimits.read).toEqual({ capacity: 1_000_000, refillPerSecond: 500_000 });
+  });
+});
