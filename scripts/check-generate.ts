@@ -6,7 +6,8 @@ import path from "node:path";
 
 const root = path.resolve(import.meta.dirname, "..");
 const buf = path.join(root, "node_modules/.bin/buf");
-const run = (args: string[]) => execFileSync(buf, args, { cwd: root, stdio: ["ignore", "pipe", "inherit"] }).toString();
+const run = (args: string[]) =>
+  execFileSync(buf, args, { cwd: root, stdio: ["ignore", "pipe", "inherit"] }).toString();
 
 function listFiles(dir: string, base = dir): string[] {
   if (!fs.existsSync(dir)) return [];
@@ -25,7 +26,9 @@ try {
 try {
   run(["format", "proto", "--diff", "--exit-code"]);
 } catch (err) {
-  problems.push(`proto files are not formatted (run \`npx buf format -w proto\`):\n${(err as { stdout?: Buffer }).stdout ?? ""}`);
+  problems.push(
+    `proto files are not formatted (run \`npx buf format -w proto\`):\n${(err as { stdout?: Buffer }).stdout ?? ""}`,
+  );
 }
 
 const out = fs.mkdtempSync(path.join(os.tmpdir(), "gen-check-"));

@@ -1,7 +1,7 @@
 import { LockMode, UniqueConstraintViolationException } from "@mikro-orm/core";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
-import { randomBase62, sha256 } from "../platform/crypto/tokens.ts";
+import { randomBase62, sha256, sha256Hex } from "../platform/crypto/tokens.ts";
 import type { ChangeFeed } from "../platform/db/change-feed.ts";
 import { notifySql } from "../platform/db/change-feed.ts";
 import type { Em, Orm } from "../platform/db/orm.ts";
@@ -20,7 +20,7 @@ export interface Caller {
 export type ApiKeyStatus = "ACTIVE" | "EXPIRING" | "EXPIRED" | "REVOKED";
 
 /** The state of `row` at `now`. */
-export function apiKeyStatus(row: ApiKeyRow, now: Date): ApiKeyStatus {
+export function apiKeyStatus(row: Pick<ApiKeyRow, "revokedAt" | "expiresAt">, now: Date): ApiKeyStatus {
   if (row.revokedAt) return "REVOKED";
   if (row.expiresAt) return row.expiresAt <= now ? "EXPIRED" : "EXPIRING";
   return "ACTIVE";
@@ -42,8 +42,11 @@ export interface ApiKeyServiceOptions {
   changes: ChangeFeed;
 }
 
+/** What authentication needs of a key row, copied out of the ORM entity so the hot path reads plain fields. */
+type KeyState = Pick<ApiKeyRow, "id" | "partnerId" | "environment" | "revokedAt" | "expiresAt">;
+
 interface Cached {
-  row: ApiKeyRow;
+  row: KeyState;
   at: number;
 }
 
@@ -180,16 +183,22 @@ export function createApiKeyService({ orm, clock, changes }: ApiKeyServiceOption
           "unauthenticated",
           "The API key is malformed: expected sk_sandbox_… or sk_live_….",
         );
-      const hash = sha256(secret);
-      const hex = hash.toString("hex");
+      const hex = sha256Hex(secret);
       const nowMs = Date.now();
-      let row: ApiKeyRow | null | undefined;
+      let row: KeyState | null | undefined;
       const hit = byHash.get(hex);
       if (hit && changes.healthy && nowMs - hit.at < CACHE_MS) {
         row = hit.row;
       } else {
         // The lookup is by digest, so comparing secrets never happens character by character.
-        row = await orm.em.fork().findOne(ApiKeyEntity, { keyHash: hash });
+        const found = await orm.em.fork().findOne(ApiKeyEntity, { keyHash: Buffer.from(hex, "hex") });
+        row = found && {
+          id: found.id,
+          partnerId: found.partnerId,
+          environment: found.environment,
+          revokedAt: found.revokedAt,
+          expiresAt: found.expiresAt,
+        };
         if (row && changes.healthy) {
           if (byHash.size >= CACHE_MAX) byHash.clear();
           byHash.set(hex, { row, at: nowMs });

@@ -1,8 +1,14 @@
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { SigningKeyService as InternalSigningKeyService } from "../../gen/internal/v1/signing_keys_pb.ts";
-import { type KeysService, SigningKey_Status, type SigningKeySchema } from "../../gen/partner/v1/keys_pb.ts";
+import {
+  type KeysService,
+  type ListKeysResponse,
+  ListKeysResponseSchema,
+  SigningKey_Status,
+  type SigningKeySchema,
+} from "../../gen/partner/v1/keys_pb.ts";
 import { parseEnvironment } from "../apikeys/api-key.handlers.ts";
 import { callerOf } from "../platform/rpc/context.ts";
 import type { PublishedKey, SigningKeyService } from "./signing-key.service.ts";
@@ -28,12 +34,19 @@ export function toSigningKey(k: PublishedKey): MessageInitShape<typeof SigningKe
 
 /** `partner.v1.KeysService`: the caller's environment's key document. */
 export function createKeysHandlers(signingKeys: SigningKeyService): ServiceImpl<typeof KeysService> {
+  // One immutable response per publication: the REST face then serialises it once, not per request.
+  const documents = new WeakMap<PublishedKey[], ListKeysResponse>();
   return {
     async listKeys(_req, ctx) {
       const { environment } = callerOf(ctx.values);
       const keys = await signingKeys.published(environment);
+      let document = documents.get(keys);
+      if (!document) {
+        document = create(ListKeysResponseSchema, { keys: keys.map(toSigningKey) });
+        documents.set(keys, document);
+      }
       ctx.responseHeader.set("cache-control", `public, max-age=${KEY_DOCUMENT_MAX_AGE_SECONDS}`);
-      return { keys: keys.map(toSigningKey) };
+      return document;
     },
   };
 }

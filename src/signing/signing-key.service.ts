@@ -1,5 +1,4 @@
 import type { KeyObject } from "node:crypto";
-import { ulid } from "ulid";
 import type { Environment } from "../apikeys/api-key.entity.ts";
 import type { Clock } from "../platform/clock.ts";
 import { generateEd25519, privateKeyFromPkcs8 } from "../platform/crypto/ed25519.ts";
@@ -8,6 +7,7 @@ import type { ChangeFeed } from "../platform/db/change-feed.ts";
 import { notifySql } from "../platform/db/change-feed.ts";
 import type { Em, Orm } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
+import { ulid } from "../platform/ids.ts";
 import {
   type KeyStatus,
   keyStatus,
@@ -59,6 +59,8 @@ const lockId: Record<Environment, number> = { sandbox: 7_104_223_311, production
  */
 export function createSigningKeyService({ orm, clock, box, changes }: SigningKeyServiceOptions) {
   const cache = new Map<Environment, { rows: SigningKeyRow[]; at: number }>();
+  /** The last publication per environment, valid until the next status boundary of any of its keys. */
+  const publications = new WeakMap<SigningKeyRow[], { from: number; until: number; keys: PublishedKey[] }>();
   const signers = new Map<string, KeyObject>();
   changes.subscribe("signing_keys", (env) => {
     if (env === "*") cache.clear();
@@ -168,9 +170,22 @@ export function createSigningKeyService({ orm, clock, box, changes }: SigningKey
       return kid;
     },
 
-    /** The keys a verifier of `environment` may meet now, ACTIVE first. */
+    /**
+     * The keys a verifier of `environment` may meet now, ACTIVE first. The same array is returned until a
+     * key changes status or the keys change, so callers may memoise what they derive from it.
+     */
     async published(environment: Environment): Promise<PublishedKey[]> {
-      return publish(await rowsOf(environment), clock.now());
+      const rows = await rowsOf(environment);
+      const now = clock.now();
+      const t = now.getTime();
+      const hit = publications.get(rows);
+      if (hit && t >= hit.from && t < hit.until) return hit.keys;
+      const boundaries = rows.flatMap((r) => [r.notBefore, r.retiresAt, r.notAfter].map((d) => d.getTime()));
+      const until = Math.min(Number.POSITIVE_INFINITY, ...boundaries.filter((b) => b > t));
+      const from = Math.max(Number.NEGATIVE_INFINITY, ...boundaries.filter((b) => b <= t));
+      const keys = publish(rows, now);
+      publications.set(rows, { from, until, keys });
+      return keys;
     },
 
     /** The key that signs now in `environment`, with its private half opened (and kept) in memory. */

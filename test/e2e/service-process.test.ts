@@ -10,7 +10,13 @@ import { runCli, type ServiceProcess, startServiceProcess } from "../support/pro
 // The real entry point on its own embedded PostgreSQL: what `npm start` does on a fresh machine.
 let dataDir: string;
 let service: ServiceProcess | undefined;
-const env = () => ({ DATA_DIR: dataDir, DATABASE_URL: "", MASTER_KEY: "", INTERNAL_TOKEN: "", INTERNAL_URL: "" });
+const env = () => ({
+  DATA_DIR: dataDir,
+  DATABASE_URL: "",
+  MASTER_KEY: "",
+  INTERNAL_TOKEN: "",
+  INTERNAL_URL: "",
+});
 
 beforeAll(async () => {
   dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "partner-api-svc-"));
@@ -41,7 +47,13 @@ async function keyDocument(key: string) {
 async function database() {
   const { password } = JSON.parse(await fs.readFile(path.join(dataDir, "embedded-postgres.json"), "utf8"));
   const port = service?.logs.find((l) => l.msg === "embedded PostgreSQL is running")?.port;
-  const client = new pg.Client({ host: "127.0.0.1", port: Number(port), user: "postgres", password, database: "partner_api" });
+  const client = new pg.Client({
+    host: "127.0.0.1",
+    port: Number(port),
+    user: "postgres",
+    password,
+    database: "partner_api",
+  });
   await client.connect();
   return client;
 }
@@ -53,14 +65,20 @@ describe("the service process", () => {
   it("starts on a fresh data directory, generating its development secrets", async () => {
     service = await startServiceProcess(env());
     const messages = service.logs.map((l) => l.msg);
-    expect(messages).toContain("generated a development master key; production deployments set it in the environment");
+    expect(messages).toContain(
+      "generated a development master key; production deployments set it in the environment",
+    );
     expect((await fs.stat(path.join(dataDir, "master.key"))).mode & 0o777).toBe(0o600);
     expect(await rest(service.partnerUrl, "GET", "/readyz")).toMatchObject({ status: 200 });
   });
 
   it("lets an operator create a partner and issue keys from the command line", async () => {
     const partner = await cliJson("partner", "create", "--name", "Kobo Credit", "--fee-bps", "125");
-    expect(partner).toMatchObject({ name: "Kobo Credit", feeRateBps: 125, id: expect.stringMatching(/^ptn_/) });
+    expect(partner).toMatchObject({
+      name: "Kobo Credit",
+      feeRateBps: 125,
+      id: expect.stringMatching(/^ptn_/),
+    });
     const issued = await cliJson("key", "issue", "--partner", partner.id, "--env", "sandbox");
     expect(issued).toMatchObject({ environment: "sandbox", key: expect.stringMatching(/^sk_sandbox_/) });
     sandboxKey = issued.key;
@@ -78,9 +96,14 @@ describe("the service process", () => {
   it("keeps private keys encrypted at rest", async () => {
     const db = await database();
     try {
-      const { rows } = await db.query("select kid, environment, public_key, private_key_enc from signing_keys");
+      const { rows } = await db.query(
+        "select kid, environment, public_key, private_key_enc from signing_keys",
+      );
       expect(rows).toHaveLength(2);
-      const masterKey = Buffer.from((await fs.readFile(path.join(dataDir, "master.key"), "utf8")).trim(), "hex");
+      const masterKey = Buffer.from(
+        (await fs.readFile(path.join(dataDir, "master.key"), "utf8")).trim(),
+        "hex",
+      );
       for (const row of rows) {
         const sealed: Buffer = row.private_key_enc;
         // Not a PKCS#8 Ed25519 key, in whole or in part.
@@ -91,7 +114,9 @@ describe("the service process", () => {
         decipher.setAAD(Buffer.from(`signing-key:${row.kid}`));
         decipher.setAuthTag(sealed.subarray(13, 29));
         const der = Buffer.concat([decipher.update(sealed.subarray(29)), decipher.final()]);
-        const pub = createPublicKey(createPrivateKey({ key: der, format: "der", type: "pkcs8" })).export({ format: "jwk" });
+        const pub = createPublicKey(createPrivateKey({ key: der, format: "der", type: "pkcs8" })).export({
+          format: "jwk",
+        });
         expect(Buffer.from(pub.x as string, "base64url").equals(row.public_key)).toBe(true);
       }
     } finally {
@@ -113,7 +138,9 @@ describe("the service process", () => {
     service?.child.kill("SIGKILL");
     await service?.exited;
     service = await startServiceProcess(env());
-    expect(service.logs.map((l) => l.msg)).toContain("stopping an orphaned embedded PostgreSQL left by an earlier run");
+    expect(service.logs.map((l) => l.msg)).toContain(
+      "stopping an orphaned embedded PostgreSQL left by an earlier run",
+    );
     expect((await keyDocument(sandboxKey)).map((k) => k.kid)).toEqual(kids);
   });
 });

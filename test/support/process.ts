@@ -17,7 +17,10 @@ export interface ServiceProcess {
 }
 
 /** Starts the service and waits until it logs the addresses it listens on. */
-export async function startServiceProcess(env: Record<string, string>, timeoutMs = 60_000): Promise<ServiceProcess> {
+export async function startServiceProcess(
+  env: Record<string, string>,
+  timeoutMs = 60_000,
+): Promise<ServiceProcess> {
   const child = spawn(process.execPath, ["src/main.ts"], {
     cwd: root,
     env: { ...process.env, PORT: "0", INTERNAL_PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", ...env },
@@ -28,9 +31,14 @@ export async function startServiceProcess(env: Record<string, string>, timeoutMs
   child.stderr?.on("data", (d) => {
     stderr += String(d);
   });
-  const exited = new Promise<number | string>((resolve) => child.on("exit", (code, signal) => resolve(code ?? signal ?? -1)));
+  const exited = new Promise<number | string>((resolve) =>
+    child.on("exit", (code, signal) => resolve(code ?? signal ?? -1)),
+  );
   const listening = new Promise<{ partner: string; internal: string }>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`service did not start in ${timeoutMs} ms: ${stderr}`)), timeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`service did not start in ${timeoutMs} ms: ${stderr}`)),
+      timeoutMs,
+    );
     createInterface({ input: child.stdout as NodeJS.ReadableStream }).on("line", (line) => {
       try {
         const entry = JSON.parse(line) as Record<string, unknown>;
@@ -53,8 +61,14 @@ export async function startServiceProcess(env: Record<string, string>, timeoutMs
 }
 
 /** Runs the command-line tool and returns its exit code and output. */
-export async function runCli(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ["src/cli/main.ts", ...args], { cwd: root, env: { ...process.env, ...env } });
+export async function runCli(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ["src/cli/main.ts", ...args], {
+    cwd: root,
+    env: { ...process.env, ...env },
+  });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (d) => {

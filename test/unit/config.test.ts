@@ -7,14 +7,22 @@ const token = "t".repeat(32);
 describe("configuration", () => {
   it("defaults to the embedded database with local webhooks allowed", () => {
     const c = loadConfig({});
-    expect(c).toMatchObject({ port: 8080, internalPort: 9090, internalHost: "127.0.0.1", role: "all", allowLocalWebhooks: true });
+    expect(c).toMatchObject({
+      port: 8080,
+      internalPort: 9090,
+      internalHost: "127.0.0.1",
+      role: "all",
+      allowLocalWebhooks: true,
+    });
     expect(c.databaseUrl).toBeUndefined();
     expect(c.rateLimits).toEqual(defaultRateLimits);
   });
 
   it("requires MASTER_KEY and INTERNAL_TOKEN with DATABASE_URL, and turns local webhooks off", () => {
     expect(() => loadConfig({ DATABASE_URL: "postgres://x/y" })).toThrow(/MASTER_KEY is required/);
-    expect(() => loadConfig({ DATABASE_URL: "postgres://x/y", MASTER_KEY: key })).toThrow(/INTERNAL_TOKEN is required/);
+    expect(() => loadConfig({ DATABASE_URL: "postgres://x/y", MASTER_KEY: key })).toThrow(
+      /INTERNAL_TOKEN is required/,
+    );
     const c = loadConfig({ DATABASE_URL: "postgres://x/y", MASTER_KEY: key, INTERNAL_TOKEN: token });
     expect(c.masterKey?.length).toBe(32);
     expect(c.allowLocalWebhooks).toBe(false);
@@ -31,6 +39,9 @@ describe("configuration", () => {
   });
 
   it("reads rate limits as capacity:refill", () => {
-    expect(loadConfig({ RATE_LIMIT_READ: "1000000:500000" }).rateLimits.read).toEqual({ capacity: 1_000_000, refillPerSecond: 500_000 });
+    expect(loadConfig({ RATE_LIMIT_READ: "1000000:500000" }).rateLimits.read).toEqual({
+      capacity: 1_000_000,
+      refillPerSecond: 500_000,
+    });
   });
 });

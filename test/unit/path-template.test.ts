@@ -17,7 +17,9 @@ describe("google.api.http path templates", () => {
   });
 
   it("supports sub-templates, ** and a trailing verb", () => {
-    expect(compileTemplate("/v1/{name=shelves/*/books/*}").match("/v1/shelves/1/books/2")).toEqual({ name: "shelves/1/books/2" });
+    expect(compileTemplate("/v1/{name=shelves/*/books/*}").match("/v1/shelves/1/books/2")).toEqual({
+      name: "shelves/1/books/2",
+    });
     expect(compileTemplate("/v1/files/{path=**}").match("/v1/files/a/b/c")).toEqual({ path: "a/b/c" });
     const verb = compileTemplate("/partner/v1/consents/{id}:revoke");
     expect(verb.match("/partner/v1/consents/cns_1:revoke")).toEqual({ id: "cns_1" });
@@ -25,6 +27,8 @@ describe("google.api.http path templates", () => {
   });
 
   it("ranks literal-heavy templates as more specific", () => {
-    expect(compileTemplate("/v1/users/me").specificity).toBeGreaterThan(compileTemplate("/v1/users/{id}").specificity);
+    expect(compileTemplate("/v1/users/me").specificity).toBeGreaterThan(
+      compileTemplate("/v1/users/{id}").specificity,
+    );
   });
 });

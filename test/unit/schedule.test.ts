@@ -5,7 +5,9 @@ describe("signing key schedule", () => {
   it("finds the next quarter turn in UTC", () => {
     expect(nextQuarterStart(new Date("2026-11-22T04:00:00Z")).toISOString()).toBe("2027-01-01T00:00:00.000Z");
     expect(nextQuarterStart(new Date("2027-01-01T00:00:00Z")).toISOString()).toBe("2027-04-01T00:00:00.000Z");
-    expect(nextQuarterStart(new Date("2027-03-31T23:59:59.999Z")).toISOString()).toBe("2027-04-01T00:00:00.000Z");
+    expect(nextQuarterStart(new Date("2027-03-31T23:59:59.999Z")).toISOString()).toBe(
+      "2027-04-01T00:00:00.000Z",
+    );
     expect(nextQuarterStart(new Date("2027-09-30T12:00:00Z")).toISOString()).toBe("2027-10-01T00:00:00.000Z");
   });
 

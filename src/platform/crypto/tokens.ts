@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { hash, randomBytes, timingSafeEqual } from "node:crypto";
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
@@ -15,7 +15,12 @@ export function randomBase62(length: number): string {
 
 /** SHA-256 of a secret, as stored at rest. */
 export function sha256(value: string): Buffer {
-  return createHash("sha256").update(value, "utf8").digest();
+  return hash("sha256", value, "buffer");
+}
+
+/** SHA-256 of a secret as hex (one-shot, no intermediate objects: this runs on every request). */
+export function sha256Hex(value: string): string {
+  return hash("sha256", value, "hex");
 }
 
 /** Constant-time equality of two byte strings of any length. */

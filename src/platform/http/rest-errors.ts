@@ -7,6 +7,9 @@ export interface AnyResponse {
   setHeader(name: string, value: string | number): unknown;
   end(chunk: string): unknown;
   destroy(): unknown;
+  readonly writableFinished: boolean;
+  on(event: "close", listener: () => void): unknown;
+  off(event: "close", listener: () => void): unknown;
 }
 
 /** Writes a small JSON response. */

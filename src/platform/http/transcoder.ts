@@ -58,9 +58,22 @@ export interface Transcoder {
 
 const jsonWrite = { alwaysEmitImplicit: true } as const;
 
+/**
+ * Serialised JSON of response messages that handlers hand out again and again (cached, immutable
+ * messages such as the key document): the same object serialises once.
+ */
+const jsonMemo = new WeakMap<object, Record<string, JsonValue>>();
+
+const EMPTY = Buffer.alloc(0);
+
 /** Reads the body up to a limit; rejects with `payload_too_large` beyond it. */
 async function readBody(req: AnyRequest, limit: number): Promise<Buffer> {
-  const declared = Number(req.headers["content-length"] ?? 0);
+  // HTTP/1.1 without Content-Length or Transfer-Encoding has no body; HTTP/2 may stream one without either.
+  const h = req.headers;
+  if (h["content-length"] === undefined && h["transfer-encoding"] === undefined && req.httpVersionMajor < 2)
+    return EMPTY;
+  if (req.readableEnded) return EMPTY;
+  const declared = Number(h["content-length"] ?? 0);
   if (declared > limit) throw new ApiError("payload_too_large");
   const chunks: Buffer[] = [];
   let size = 0;
@@ -219,6 +232,12 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
       requestHeader: headersOf(req),
       contextValues: values,
     });
+    // The handler's signal fires when the client goes away mid-request (not after every request: creating
+    // the abort reason costs as much as the rest of a cached read).
+    const onClose = () => {
+      if (!res.writableFinished) ctx.abort();
+    };
+    res.on("close", onClose);
     try {
       const output = await edge(
         {
@@ -260,7 +279,7 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
     } catch (err) {
       writeRestError(res, toApiError(err, logger.child({ requestId })), requestId, ctx.responseHeader);
     } finally {
-      ctx.abort();
+      res.off("close", onClose);
     }
   };
 

@@ -1,0 +1,128 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { createInterface } from "node:readline";
+import autocannon from "autocannon";
+
+/** The repository root. */
+export const root = path.resolve(import.meta.dirname, "..");
+
+/** Prints one JSON line: the figure, its unit and, where there is one, the bar it is measured against. */
+export function report(figure: Record<string, unknown>): void {
+  console.log(JSON.stringify(figure));
+}
+
+/** A service started for a benchmark, in its own process, on its own embedded PostgreSQL (or DATABASE_URL). */
+export interface BenchService {
+  child: ChildProcess;
+  partnerUrl: string;
+  internalUrl: string;
+  internalToken: string;
+  stop(): Promise<void>;
+  peakRssMb(): Promise<number>;
+}
+
+/** Starts `node src/main.ts` with generous rate limits unless told otherwise. */
+export async function startService(env: Record<string, string> = {}): Promise<BenchService> {
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "partner-api-bench-"));
+  await fs.chmod(dataDir, 0o755);
+  const child = spawn(process.execPath, ["src/main.ts"], {
+    cwd: root,
+    env: {
+      ...process.env,
+      DATA_DIR: dataDir,
+      PORT: "0",
+      INTERNAL_PORT: "0",
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "info",
+      RATE_LIMIT_READ: "100000000:100000000",
+      RATE_LIMIT_WRITE: "100000000:100000000",
+      ...env,
+    },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const urls = await new Promise<{ partner: string; internal: string }>((resolve, reject) => {
+    child.on("exit", (code) => reject(new Error(`service exited with ${code}`)));
+    createInterface({ input: child.stdout as NodeJS.ReadableStream }).on("line", (line) => {
+      if (!line.startsWith("{")) return;
+      const entry = JSON.parse(line);
+      if (entry.msg === "listening") resolve(entry);
+    });
+  });
+  const internalToken =
+    process.env.INTERNAL_TOKEN ?? (await fs.readFile(path.join(dataDir, "internal-token"), "utf8")).trim();
+  return {
+    child,
+    partnerUrl: urls.partner,
+    internalUrl: urls.internal,
+    internalToken,
+    async peakRssMb() {
+      const status = await fs.readFile(`/proc/${child.pid}/status`, "utf8");
+      return Math.round(Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024);
+    },
+    async stop() {
+      const exited = new Promise((r) => child.on("exit", r));
+      child.kill("SIGTERM");
+      await exited;
+      await fs.rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Calls an internal API method with the Connect JSON protocol. */
+export async function internalCall(s: BenchService, method: string, body: unknown): Promise<any> {
+  const res = await fetch(`${s.internalUrl}/${method}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${s.internalToken}` },
+    body: JSON.stringify(body),
+  });
+  if (!res.ok) throw new Error(`${method}: ${res.status} ${await res.text()}`);
+  return res.json();
+}
+
+/** A partner with a sandbox key. */
+export async function partnerWithKey(s: BenchService): Promise<{ partnerId: string; key: string }> {
+  const { partner } = await internalCall(s, "internal.v1.PartnerService/CreatePartner", {
+    name: "Bench Lender",
+    feeRateBps: 100,
+  });
+  const { key } = await internalCall(s, "internal.v1.ApiKeyService/IssueApiKey", {
+    partnerId: partner.id,
+    environment: "sandbox",
+  });
+  return { partnerId: partner.id, key };
+}
+
+/** Load figures from autocannon. */
+export interface Load {
+  requestsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  non2xx: number;
+  errors: number;
+}
+
+/** Runs autocannon against a URL (a short warm-up first) and returns throughput and latency. */
+export async function load(
+  url: string,
+  options: { connections: number; seconds: number; headers?: Record<string, string>; overallRate?: number },
+): Promise<Load> {
+  const run = (duration: number) =>
+    autocannon({
+      url,
+      connections: options.connections,
+      duration,
+      headers: options.headers,
+      overallRate: options.overallRate,
+    });
+  await run(2);
+  const r = await run(options.seconds);
+  return {
+    requestsPerSecond: Math.round(r.requests.average),
+    p50Ms: r.latency.p50,
+    p99Ms: r.latency.p99,
+    non2xx: r.non2xx,
+    errors: r.errors + r.timeouts,
+  };
+}
