@@ -78,12 +78,32 @@ function createServices(
   };
 }
 
-/** Wraps a listener's handler: a fresh `req_` id on every response, before anything else can fail. */
-function withRequestId(handler: Handler): Handler {
+/**
+ * Wraps a listener's handler: a fresh `req_` id on every response, before anything else can fail, and one
+ * access-log line per request (debug level; no query strings, no headers, so no secrets or personal data).
+ * A client's own X-Request-Id is never taken as ours; it is logged as `clientRequestId`.
+ */
+function withRequestId(handler: Handler, logger: Logger, listener: string): Handler {
+  const logRequests = logger.level === "debug";
   return (req, res) => {
     const id = newId("req");
     (req as Tagged)[REQUEST_ID] = id;
     res.setHeader("x-request-id", id);
+    if (logRequests) {
+      const started = performance.now();
+      res.once("finish", () => {
+        const client = req.headers["x-request-id"];
+        logger.debug("request", {
+          listener,
+          requestId: id,
+          clientRequestId: typeof client === "string" ? client.slice(0, 128) : undefined,
+          method: req.method,
+          path: (req.url ?? "").split("?")[0]?.slice(0, 256),
+          status: res.statusCode,
+          ms: Math.round((performance.now() - started) * 10) / 10,
+        });
+      });
+    }
     handler(req, res);
   };
 }
@@ -168,17 +188,21 @@ export async function createApp(options: AppOptions): Promise<App> {
       host: config.host,
       port: config.port,
       logger,
-      handler: withRequestId((req, res) => {
-        const url = req.url ?? "/";
-        if (url.startsWith("/partner/")) return void transcoder.handle(req, res, requestIdOf(req));
-        if (url === "/healthz") return writeJson(res, 200, { status: "ok" });
-        if (url === "/readyz") {
-          return void ready().then((ok) =>
-            writeJson(res, ok ? 200 : 503, { status: ok ? "ready" : "unavailable" }),
-          );
-        }
-        partnerConnect(req as never, res as never);
-      }),
+      handler: withRequestId(
+        (req, res) => {
+          const url = req.url ?? "/";
+          if (url.startsWith("/partner/")) return void transcoder.handle(req, res, requestIdOf(req));
+          if (url === "/healthz") return writeJson(res, 200, { status: "ok" });
+          if (url === "/readyz") {
+            return void ready().then((ok) =>
+              writeJson(res, ok ? 200 : 503, { status: ok ? "ready" : "unavailable" }),
+            );
+          }
+          partnerConnect(req as never, res as never);
+        },
+        logger,
+        "partner",
+      ),
     });
     listeners.push(partner);
 
@@ -198,7 +222,7 @@ export async function createApp(options: AppOptions): Promise<App> {
       host: config.internalHost,
       port: config.internalPort,
       logger,
-      handler: withRequestId((req, res) => internalConnect(req as never, res as never)),
+      handler: withRequestId((req, res) => internalConnect(req as never, res as never), logger, "internal"),
     });
     listeners.push(internal);
     const hostFor = (h: string) =>

@@ -38,6 +38,10 @@ interface Route {
   binding: RestBinding;
   template: PathTemplate;
   fn: UnaryFn;
+  /** JSON name of `response_body`, when the rule names one. */
+  responseField: string | undefined;
+  /** Response JSON by message object, for handlers that return cached immutable messages. */
+  memo: WeakMap<object, string>;
 }
 
 /** Options for {@link createTranscoder}. */
@@ -57,12 +61,6 @@ export interface Transcoder {
 }
 
 const jsonWrite = { alwaysEmitImplicit: true } as const;
-
-/**
- * Serialised JSON of response messages that handlers hand out again and again (cached, immutable
- * messages such as the key document): the same object serialises once.
- */
-const jsonMemo = new WeakMap<object, Record<string, JsonValue>>();
 
 const EMPTY = Buffer.alloc(0);
 
@@ -149,12 +147,22 @@ function buildRoutes(services: ServiceBinding[]): Route[] {
       const fn = impl[method.localName];
       if (typeof fn !== "function") continue;
       for (const binding of restBindings(method)) {
+        const responseField = binding.responseBody
+          ? resolvePath(method.output, binding.responseBody)?.names[0]
+          : undefined;
+        if (binding.responseBody && !responseField) {
+          throw new Error(
+            `response_body "${binding.responseBody}" is not a field of ${method.output.typeName}`,
+          );
+        }
         routes.push({
           service,
           method,
           binding,
           template: compileTemplate(binding.template),
           fn: fn.bind(impl),
+          responseField,
+          memo: new WeakMap(),
         });
       }
     }
@@ -260,15 +268,15 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
           return route.fn(message, ctx);
         },
       );
-      const out = toJson(
-        route.method.output,
-        create(route.method.output, output as never),
-        jsonWrite,
-      ) as Record<string, JsonValue>;
-      const field = route.binding.responseBody
-        ? resolvePath(route.method.output, route.binding.responseBody)
-        : undefined;
-      const payload = JSON.stringify(field ? (out[field.names[0] as string] ?? null) : out);
+      const message = create(route.method.output, output as never);
+      // A handler that returns the very message it returned before (a cached, immutable response) gets
+      // the JSON made the first time.
+      let payload = output === message ? route.memo.get(message) : undefined;
+      if (payload === undefined) {
+        const out = toJson(route.method.output, message, jsonWrite) as Record<string, JsonValue>;
+        payload = JSON.stringify(route.responseField ? (out[route.responseField] ?? null) : out);
+        if (output === message) route.memo.set(message, payload);
+      }
       ctx.responseHeader.forEach((v, k) => {
         res.setHeader(k, v);
       });
