@@ -8,7 +8,10 @@ import { resolveRuntime } from "../runtime.ts";
 
 try {
   const config = loadConfig();
-  const logger = createLogger({ level: config.logLevel, bindings: { service: "partner-api", task: "migrate" } });
+  const logger = createLogger({
+    level: config.logLevel,
+    bindings: { service: "partner-api", task: "migrate" },
+  });
   const runtime = await resolveRuntime(config, logger);
   try {
     const orm = await createOrm({ databaseUrl: runtime.databaseUrl, poolSize: 2, logger });
@@ -24,6 +27,8 @@ try {
     await runtime.embedded?.stop();
   }
 } catch (err) {
-  process.stderr.write(`${err instanceof ConfigError ? "configuration error" : "migration failed"}: ${(err as Error).message}\n`);
+  process.stderr.write(
+    `${err instanceof ConfigError ? "configuration error" : "migration failed"}: ${(err as Error).message}\n`,
+  );
   process.exitCode = 1;
 }
