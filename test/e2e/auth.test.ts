@@ -165,6 +165,15 @@ describe("the partner port", () => {
     }
   });
 
+  it("never takes a client's X-Request-Id as its own", async () => {
+    const res = await rest(t.partnerUrl, "GET", "/partner/v1/keys", {
+      key: partner.sandboxKey,
+      headers: { "x-request-id": "req_01ARYZ6S41TSV4RRFFQ69G5FAV" },
+    });
+    expect(res.headers.get("x-request-id")).toMatch(/^req_[0-9A-Z]{26}$/);
+    expect(res.headers.get("x-request-id")).not.toBe("req_01ARYZ6S41TSV4RRFFQ69G5FAV");
+  });
+
   it("reports health and readiness", async () => {
     expect((await rest(t.partnerUrl, "GET", "/healthz")).body).toEqual({ status: "ok" });
     expect((await rest(t.partnerUrl, "GET", "/readyz")).body).toEqual({ status: "ready" });

@@ -73,12 +73,16 @@ describe("GET /partner/v1/keys", () => {
     expect(live.body.keys.some((k: any) => sandboxKids.has(k.kid))).toBe(false);
   });
 
-  it("answers gRPC server reflection on the partner port", async () => {
-    const client = new grpc.Client(new URL(t.partnerUrl).host, grpc.credentials.createInsecure());
+  /** Asks a listener's gRPC reflection service to list its services; returns the raw replies as text. */
+  async function listServices(baseUrl: string, authorization?: string): Promise<string> {
+    const client = new grpc.Client(new URL(baseUrl).host, grpc.credentials.createInsecure());
+    const md = new grpc.Metadata();
+    if (authorization) md.set("authorization", authorization);
     const call = client.makeBidiStreamRequest(
       "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
       (b: Buffer) => b,
       (b: Buffer) => b,
+      md,
     );
     const replies: Buffer[] = [];
     const done = new Promise<void>((resolve, reject) => {
@@ -89,10 +93,25 @@ describe("GET /partner/v1/keys", () => {
     // ServerReflectionRequest { list_services (field 7) = "" }
     call.write(Buffer.from([0x3a, 0x00]));
     call.end();
-    await done;
-    client.close();
-    const text = replies.map((r) => r.toString("latin1")).join("");
+    try {
+      await done;
+    } finally {
+      client.close();
+    }
+    return replies.map((r) => r.toString("latin1")).join("");
+  }
+
+  it("answers gRPC server reflection on the partner port without a key, listing only the partner API", async () => {
+    const text = await listServices(t.partnerUrl);
     expect(text).toContain("partner.v1.KeysService");
     expect(text).not.toContain("internal.v1");
+  });
+
+  it("answers gRPC server reflection on the internal port with the service token only", async () => {
+    const text = await listServices(t.internalUrl, `Bearer ${t.internalToken}`);
+    expect(text).toContain("internal.v1.PartnerService");
+    expect(text).toContain("internal.v1.ApiKeyService");
+    expect(text).toContain("internal.v1.SigningKeyService");
+    await expect(listServices(t.internalUrl)).rejects.toMatchObject({ code: grpc.status.UNAUTHENTICATED });
   });
 });

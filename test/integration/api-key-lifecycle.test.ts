@@ -1,0 +1,84 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ManualClock, ms } from "../../src/platform/clock.ts";
+import { createPartner } from "../factories/partners.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { rest } from "../support/clients.ts";
+
+const clock = new ManualClock("2027-01-10T09:00:00Z");
+let a: TestApp;
+let b: TestApp;
+
+beforeAll(async () => {
+  a = await startTestApp({ clock });
+  // A second instance on the same database: what one instance changes, the other must honour.
+  b = await startTestApp({
+    clock,
+    databaseUrl: a.databaseUrl,
+    masterKey: a.masterKey,
+    internalToken: a.internalToken,
+  });
+});
+afterAll(async () => {
+  await b?.stop();
+  await a?.stop();
+});
+
+const status = async (t: TestApp, key: string) => {
+  const res = await rest(t.partnerUrl, "GET", "/partner/v1/keys", { key });
+  return res.status === 200 ? 200 : `${res.status} ${res.body.code}`;
+};
+
+/** Waits (bounded) until `check` holds: the other instance hears of a change through NOTIFY, within ms. */
+async function eventually(check: () => Promise<boolean>, timeoutMs = 2_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error("condition not met in time");
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+describe("API key lifecycle", () => {
+  it("keeps a rolled key working on every instance until its overlap ends, then answers api_key_expired", async () => {
+    const p = await createPartner(a);
+    // Both instances have the old key cached before the roll.
+    expect(await status(a, p.sandboxKey)).toBe(200);
+    expect(await status(b, p.sandboxKey)).toBe(200);
+    const rolled = await a.internal.apiKeys.rollApiKey({ keyId: p.sandboxKeyId, expiresInHours: 24 });
+    clock.advance(24 * ms.hour - 1);
+    for (const t of [a, b]) {
+      expect(await status(t, p.sandboxKey)).toBe(200);
+      expect(await status(t, rolled.key)).toBe(200);
+    }
+    clock.advance(1);
+    for (const t of [a, b]) {
+      await eventually(async () => (await status(t, p.sandboxKey)) === "401 api_key_expired");
+      expect(await status(t, rolled.key)).toBe(200);
+    }
+  });
+
+  it("revokes at once on the instance that revoked, and on the others as soon as the change commits", async () => {
+    const p = await createPartner(a);
+    expect(await status(a, p.liveKey)).toBe(200);
+    expect(await status(b, p.liveKey)).toBe(200);
+    await b.internal.apiKeys.revokeApiKey({ keyId: p.liveKeyId });
+    expect(await status(b, p.liveKey)).toBe("401 api_key_revoked");
+    await eventually(async () => (await status(a, p.liveKey)) === "401 api_key_revoked");
+    // And it stays revoked: a later roll is refused.
+    await expect(a.internal.apiKeys.rollApiKey({ keyId: p.liveKeyId })).rejects.toThrow(/revoked/);
+  });
+
+  it("lists a partner's keys with their states and never their secrets", async () => {
+    const p = await createPartner(a);
+    await a.internal.apiKeys.revokeApiKey({ keyId: p.liveKeyId });
+    const { apiKeys } = await a.internal.apiKeys.listApiKeys({ partnerId: p.partnerId });
+    expect(apiKeys.map((k) => [k.environment, k.status, k.prefix.length])).toEqual(
+      expect.arrayContaining([
+        ["sandbox", 1 /* ACTIVE */, 12],
+        ["production", 4 /* REVOKED */, 12],
+      ]),
+    );
+    expect(JSON.stringify(apiKeys, (_k, v) => (typeof v === "bigint" ? String(v) : v))).not.toContain(
+      p.sandboxKey,
+    );
+  });
+});
