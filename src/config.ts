@@ -40,6 +40,15 @@ export interface Config {
   rateLimits: { read: BucketSpec; write: BucketSpec };
   /** Database connection pool size of this process. */
   dbPoolSize: number;
+  /** Webhook delivery (CONTRACT.md §5). */
+  webhooks: {
+    /** Time allowed to connect (5 s). */
+    connectTimeoutMs: number;
+    /** Time allowed for a whole attempt (30 s). */
+    timeoutMs: number;
+    /** How often a worker looks for overdue deliveries whose wake-up was lost. */
+    sweepIntervalMs: number;
+  };
 }
 
 /** Files the embedded default keeps in DATA_DIR. */
@@ -150,5 +159,10 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       write: bucket(env, "RATE_LIMIT_WRITE", defaultRateLimits.write),
     },
     dbPoolSize: int(env, "DB_POOL_SIZE", 10, 2, 200),
+    webhooks: {
+      connectTimeoutMs: int(env, "WEBHOOK_CONNECT_TIMEOUT_MS", 5_000, 100, 60_000),
+      timeoutMs: int(env, "WEBHOOK_TIMEOUT_MS", 30_000, 100, 120_000),
+      sweepIntervalMs: int(env, "WEBHOOK_SWEEP_INTERVAL_MS", 10_000, 100, 3_600_000),
+    },
   });
 }

@@ -28,6 +28,16 @@ interface CodeSpec {
 export const errorCodes = {
   invalid_request: { http: 400, rpc: "invalid_argument", message: "The request is malformed." },
   invalid_argument: { http: 400, rpc: "invalid_argument", message: "A parameter is not valid." },
+  invalid_event_type: {
+    http: 400,
+    rpc: "invalid_argument",
+    message: "Unknown event type; use one of the six types, * or a prefix wildcard.",
+  },
+  idempotency_key_required: {
+    http: 400,
+    rpc: "invalid_argument",
+    message: "This operation needs an Idempotency-Key header.",
+  },
   unauthenticated: {
     http: 401,
     rpc: "unauthenticated",
@@ -53,6 +63,11 @@ export const errorCodes = {
     message: "This path does not support that HTTP method.",
   },
   conflict: { http: 409, rpc: "aborted", message: "The request conflicts with the resource's state." },
+  idempotency_key_in_use: {
+    http: 409,
+    rpc: "aborted",
+    message: "A request with this Idempotency-Key is still being processed; retry shortly.",
+  },
   api_key_exists: {
     http: 409,
     rpc: "already_exists",
@@ -65,6 +80,11 @@ export const errorCodes = {
     message: "Send the body as application/json.",
   },
   validation_failed: { http: 422, rpc: "invalid_argument", message: "Some fields are not valid." },
+  idempotency_key_reused: {
+    http: 422,
+    rpc: "invalid_argument",
+    message: "This Idempotency-Key was used with a different request.",
+  },
   rate_limited: { http: 429, rpc: "resource_exhausted", message: "Too many requests; retry later." },
   internal: { http: 500, rpc: "internal", message: "Something went wrong on our side." },
   unavailable: { http: 503, rpc: "unavailable", message: "The service is temporarily unavailable." },

@@ -9,6 +9,7 @@ import { type App, createApp } from "../../src/app.ts";
 import { type Config, loadConfig } from "../../src/config.ts";
 import type { Clock } from "../../src/platform/clock.ts";
 import { createLogger, type LogLevel } from "../../src/platform/logger.ts";
+import type { Resolver } from "../../src/webhooks/destination.ts";
 import { createTestDatabase } from "./db.ts";
 
 /** Options for {@link startTestApp}. */
@@ -19,6 +20,8 @@ export interface TestAppOptions {
   config?: Partial<Config>;
   masterKey?: Buffer;
   internalToken?: string;
+  /** DNS answers for webhook destinations. */
+  resolver?: Resolver;
 }
 
 /** A running service on loopback ports, with clients for its internal API. */

@@ -8,6 +8,7 @@ import {
   type DescService,
   fromJson,
   type JsonValue,
+  type Message,
   ScalarType,
   toJson,
 } from "@bufbuild/protobuf";
@@ -247,27 +248,24 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
     };
     res.on("close", onClose);
     try {
-      const output = await edge(
-        {
-          method: route.method,
-          requestHeader: ctx.requestHeader,
-          values,
-          responseHeader: ctx.responseHeader,
-        },
-        async () => {
-          const json = await requestJson(req, route, vars, url.searchParams);
-          let message: unknown;
-          try {
-            message = fromJson(route.method.input, json);
-          } catch (err) {
-            throw new ApiError(
-              "invalid_request",
-              (err as Error).message.replace(/^cannot decode /, "Cannot read "),
-            );
-          }
-          return route.fn(message, ctx);
-        },
-      );
+      const call = {
+        method: route.method,
+        requestHeader: ctx.requestHeader,
+        values,
+        responseHeader: ctx.responseHeader,
+      };
+      await edge.admit(call);
+      const json = await requestJson(req, route, vars, url.searchParams);
+      let request: Message;
+      try {
+        request = fromJson(route.method.input, json);
+      } catch (err) {
+        throw new ApiError(
+          "invalid_request",
+          (err as Error).message.replace(/^cannot decode /, "Cannot read "),
+        );
+      }
+      const output = await edge.invoke(call, request, async () => route.fn(request, ctx));
       const message = create(route.method.output, output as never);
       // A handler that returns the very message it returned before (a cached, immutable response) gets
       // the JSON made the first time.

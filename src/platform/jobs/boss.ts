@@ -8,6 +8,10 @@ import type { Logger } from "../logger.ts";
 export interface Queues {
   /** Keeps the signing keys on their quarterly schedule (CONTRACT.md §3). */
   "signing-keys.maintain": Record<string, never>;
+  /** Wakes the webhook worker for one delivery; the delivery row says what to do. */
+  "webhooks.deliver": { deliveryId: string };
+  /** Housekeeping: expired idempotency records, old delivery attempts. */
+  "maintenance.hourly": Record<string, never>;
 }
 
 /** A queue name. */
@@ -16,9 +20,12 @@ export type QueueName = keyof Queues;
 /** Queue settings, as data. */
 export const queueOptions: Record<
   QueueName,
-  { retryLimit: number; expireInSeconds: number; notify: boolean }
+  { retryLimit: number; expireInSeconds: number; notify: boolean; deleteAfterSeconds?: number }
 > = {
   "signing-keys.maintain": { retryLimit: 3, expireInSeconds: 60, notify: true },
+  // Completed wake-ups carry nothing worth keeping (attempts are recorded on the delivery): drop them soon.
+  "webhooks.deliver": { retryLimit: 5, expireInSeconds: 120, notify: true, deleteAfterSeconds: 3_600 },
+  "maintenance.hourly": { retryLimit: 2, expireInSeconds: 600, notify: false },
 };
 
 /** Options for {@link startBoss}. */

@@ -1,5 +1,6 @@
 import { type ContextValues, createContextKey } from "@connectrpc/connect";
 import type { Caller } from "../../apikeys/api-key.service.ts";
+import type { Em } from "../db/orm.ts";
 import type { Logger } from "../logger.ts";
 
 /** The request's `req_` id, set at the HTTP layer before anything else runs. */
@@ -7,6 +8,12 @@ export const kRequestId = createContextKey<string>("", { description: "request i
 
 /** The authenticated partner caller; set by the edge on the partner listener. */
 export const kCaller = createContextKey<Caller | undefined>(undefined, { description: "caller" });
+
+/**
+ * The transaction a write must join, when the edge opened one (idempotent requests: the idempotency
+ * record is written in the same transaction as the change it guards).
+ */
+export const kTx = createContextKey<Em | undefined>(undefined, { description: "transaction" });
 
 /** A logger bound to the request id. */
 export const kLogger = createContextKey<Logger | undefined>(undefined, { description: "logger" });

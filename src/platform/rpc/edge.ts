@@ -1,11 +1,12 @@
-import type { DescMethod } from "@bufbuild/protobuf";
+import { create, type DescMethod, fromBinary, type Message, toBinary } from "@bufbuild/protobuf";
 import type { ContextValues } from "@connectrpc/connect";
 import type { ApiKeyService } from "../../apikeys/api-key.service.ts";
+import type { IdempotencyService } from "../../idempotency/idempotency.service.ts";
 import type { RateDecision, RateLimiter } from "../../ratelimit/rate-limiter.ts";
 import { constantTimeEqualStrings } from "../crypto/tokens.ts";
 import { ApiError } from "../errors.ts";
-import { rateClassOf } from "../http/rules.ts";
-import { kCaller } from "./context.ts";
+import { rateClassOf, restBindings } from "../http/rules.ts";
+import { callerOf, kCaller, kTx } from "./context.ts";
 
 /** One call as the edge sees it, whichever face (REST, Connect, gRPC-Web, gRPC) it came in on. */
 export interface EdgeCall {
@@ -17,10 +18,15 @@ export interface EdgeCall {
 }
 
 /**
- * The cross-cutting pipeline that runs before every handler. The Connect interceptor and the REST
- * transcoder both call it, so the three faces authenticate, limit and fail identically.
+ * The cross-cutting pipeline around every handler. The Connect interceptor and the REST transcoder both
+ * call it, so the faces authenticate, limit, deduplicate and fail identically.
  */
-export type Edge = <T>(call: EdgeCall, next: () => Promise<T>) => Promise<T>;
+export interface Edge {
+  /** Before the request body is read: authentication and the rate limit. */
+  admit(call: EdgeCall): Promise<void>;
+  /** Around the handler, with the decoded request: idempotency for writes. */
+  invoke(call: EdgeCall, request: Message, handler: () => Promise<unknown>): Promise<unknown>;
+}
 
 /** The bearer token of an `Authorization` header, or undefined. */
 export function bearer(header: Headers): string | undefined {
@@ -39,39 +45,77 @@ export function rateLimitHeaders(cls: string, d: RateDecision): Record<string, s
   };
 }
 
+const postMethods = new WeakMap<DescMethod, boolean>();
+const isPost = (method: DescMethod) => {
+  let post = postMethods.get(method);
+  if (post === undefined) {
+    post = restBindings(method)[0]?.verb === "POST";
+    postMethods.set(method, post);
+  }
+  return post;
+};
+
 /** Options for {@link createPartnerEdge}. */
 export interface PartnerEdgeOptions {
   apiKeys: ApiKeyService;
   rateLimiter: RateLimiter;
+  idempotency: IdempotencyService;
 }
 
-/** The partner listener's edge: API key authentication, then the per-key rate limit. */
-export function createPartnerEdge({ apiKeys, rateLimiter }: PartnerEdgeOptions): Edge {
-  return async (call, next) => {
-    const caller = await apiKeys.authenticate(bearer(call.requestHeader));
-    call.values.set(kCaller, caller);
-    const cls = rateClassOf(call.method);
-    const decision = await rateLimiter.take(caller.keyId, cls);
-    const headers = rateLimitHeaders(cls, decision);
-    for (const [k, v] of Object.entries(headers)) call.responseHeader.set(k, v);
-    if (!decision.allowed) {
-      throw new ApiError("rate_limited", undefined, {
-        retryAfterSeconds: decision.retryAfterSeconds,
-        headers,
-      });
-    }
-    return next();
+/** The partner listener's edge: API key, per-key rate limit, then idempotency keys on POSTs. */
+export function createPartnerEdge({ apiKeys, rateLimiter, idempotency }: PartnerEdgeOptions): Edge {
+  return {
+    async admit(call) {
+      const caller = await apiKeys.authenticate(bearer(call.requestHeader));
+      call.values.set(kCaller, caller);
+      const cls = rateClassOf(call.method);
+      const decision = await rateLimiter.take(caller.keyId, cls);
+      const headers = rateLimitHeaders(cls, decision);
+      for (const [k, v] of Object.entries(headers)) call.responseHeader.set(k, v);
+      if (!decision.allowed) {
+        throw new ApiError("rate_limited", undefined, {
+          retryAfterSeconds: decision.retryAfterSeconds,
+          headers,
+        });
+      }
+    },
+
+    async invoke(call, request, handler) {
+      const key = call.requestHeader.get("idempotency-key");
+      if (key === null || !isPost(call.method)) return handler();
+      const { method } = call;
+      const result = await idempotency.run(
+        callerOf(call.values),
+        key,
+        `${method.parent.typeName}/${method.name}`,
+        toBinary(method.input, request as never),
+        async (tx) => {
+          // The handler's writes join the transaction that stores the idempotency record.
+          call.values.set(kTx, tx);
+          try {
+            return toBinary(method.output, create(method.output, (await handler()) as never));
+          } finally {
+            call.values.set(kTx, undefined);
+          }
+        },
+      );
+      if (result.replayed) call.responseHeader.set("idempotent-replayed", "true");
+      return fromBinary(method.output, result.response);
+    },
   };
 }
 
 /** The internal listener's edge: the service token, compared in constant time. */
 export function createInternalEdge(token: string): Edge {
-  return async (call, next) => {
-    const presented = bearer(call.requestHeader);
-    if (!presented)
-      throw new ApiError("unauthenticated", "Send the service token as `Authorization: Bearer …`.");
-    if (!constantTimeEqualStrings(presented, token))
-      throw new ApiError("unauthenticated", "The service token is not valid.");
-    return next();
+  return {
+    async admit(call) {
+      const presented = bearer(call.requestHeader);
+      if (!presented)
+        throw new ApiError("unauthenticated", "Send the service token as `Authorization: Bearer …`.");
+      if (!constantTimeEqualStrings(presented, token)) {
+        throw new ApiError("unauthenticated", "The service token is not valid.");
+      }
+    },
+    invoke: (_call, _request, handler) => handler(),
   };
 }

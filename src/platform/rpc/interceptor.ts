@@ -1,4 +1,5 @@
-import type { Interceptor } from "@connectrpc/connect";
+import type { Message } from "@bufbuild/protobuf";
+import type { Interceptor, UnaryResponse } from "@connectrpc/connect";
 import type { Logger } from "../logger.ts";
 import { kRequestId } from "./context.ts";
 import type { Edge } from "./edge.ts";
@@ -8,17 +9,35 @@ import { toApiError, toConnectError } from "./errors.ts";
 export function edgeInterceptor(edge: Edge, logger: Logger): Interceptor {
   return (next) => async (req) => {
     const responseHeader = new Headers();
-    const requestId = req.contextValues.get(kRequestId);
-    try {
-      const res = await edge(
-        { method: req.method, requestHeader: req.header, values: req.contextValues, responseHeader },
-        () => next(req),
-      );
+    const call = { method: req.method, requestHeader: req.header, values: req.contextValues, responseHeader };
+    const merge = (h: Headers) =>
       responseHeader.forEach((v, k) => {
-        res.header.set(k, v);
+        h.set(k, v);
       });
-      return res;
+    try {
+      await edge.admit(call);
+      if (req.stream) {
+        const res = await next(req);
+        merge(res.header);
+        return res;
+      }
+      let res: UnaryResponse | undefined;
+      const message = (await edge.invoke(call, req.message, async () => {
+        res = (await next(req)) as UnaryResponse;
+        return res.message;
+      })) as Message;
+      const header = res?.header ?? new Headers();
+      merge(header);
+      return {
+        stream: false,
+        service: req.service,
+        method: req.method,
+        header,
+        trailer: res?.trailer ?? new Headers(),
+        message,
+      } as UnaryResponse;
     } catch (err) {
+      const requestId = req.contextValues.get(kRequestId);
       throw toConnectError(toApiError(err, logger.child({ requestId })), requestId, responseHeader);
     }
   };

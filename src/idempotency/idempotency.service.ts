@@ -1,0 +1,113 @@
+import type { Environment } from "../apikeys/api-key.entity.ts";
+import type { Clock } from "../platform/clock.ts";
+import { ms } from "../platform/clock.ts";
+import { constantTimeEqual, sha256 } from "../platform/crypto/tokens.ts";
+import type { Em, Orm } from "../platform/db/orm.ts";
+import { sql } from "../platform/db/sql.ts";
+import { ApiError } from "../platform/errors.ts";
+
+/** CONTRACT.md §8: keys are kept 7 days. */
+export const IDEMPOTENCY_TTL_MS = 7 * ms.day;
+
+/** Who the key belongs to. */
+export interface IdempotencyScope {
+  partnerId: string;
+  environment: Environment;
+}
+
+/** The outcome of {@link IdempotencyService.run}. */
+export interface IdempotentResult {
+  response: Uint8Array;
+  /** True when this is the stored response of an earlier request. */
+  replayed: boolean;
+}
+
+/** What {@link createIdempotencyService} returns. */
+export type IdempotencyService = ReturnType<typeof createIdempotencyService>;
+
+const KEY_SHAPE = /^[\x21-\x7e]{1,255}$/;
+
+/**
+ * Idempotency keys (CONTRACT.md §8). A request with a key runs in one transaction that first takes a
+ * non-blocking advisory lock on the key (a concurrent request with the same key gets 409
+ * `idempotency_key_in_use`), then either replays the stored response (same request) or refuses (a
+ * different request: 422 `idempotency_key_reused`), or runs the write and stores its response in the same
+ * transaction. A failed write rolls back with its record, so a retry proceeds as if nothing started.
+ */
+export function createIdempotencyService({ orm, clock }: { orm: Orm; clock: Clock }) {
+  return {
+    /** Checks a key's form: 1 to 255 visible ASCII characters. */
+    validateKey(key: string): void {
+      if (!KEY_SHAPE.test(key)) {
+        throw new ApiError("invalid_request", "Idempotency-Key must be 1 to 255 visible ASCII characters.");
+      }
+    },
+
+    async run(
+      scope: IdempotencyScope,
+      key: string,
+      method: string,
+      request: Uint8Array,
+      write: (tx: Em) => Promise<Uint8Array>,
+    ): Promise<IdempotentResult> {
+      this.validateKey(key);
+      const fingerprint = sha256(`${method}\n${Buffer.from(request).toString("base64")}`);
+      return orm.em.fork().transactional(async (tx) => {
+        const [lock] = await sql<{ ok: boolean }>(
+          tx,
+          "select pg_try_advisory_xact_lock(hashtextextended($1, 0)) as ok",
+          [`idempotency:${scope.partnerId}:${scope.environment}:${key}`],
+        );
+        if (!lock?.ok) throw new ApiError("idempotency_key_in_use");
+        const now = clock.now();
+        const [prior] = await sql<{
+          method: string;
+          request_hash: Buffer;
+          response: Buffer;
+          expires_at: Date;
+        }>(
+          tx,
+          `select method, request_hash, response, expires_at from idempotency_keys
+            where partner_id = $1 and environment = $2 and key = $3`,
+          [scope.partnerId, scope.environment, key],
+        );
+        if (prior && prior.expires_at > now) {
+          if (prior.method !== method || !constantTimeEqual(prior.request_hash, fingerprint)) {
+            throw new ApiError("idempotency_key_reused", undefined, { details: { idempotencyKey: key } });
+          }
+          return { response: prior.response, replayed: true };
+        }
+        const response = await write(tx);
+        await sql(
+          tx,
+          `insert into idempotency_keys (partner_id, environment, key, method, request_hash, response, created_at, expires_at)
+           values ($1, $2, $3, $4, $5, $6, $7, $8)
+           on conflict (partner_id, environment, key) do update
+             set method = excluded.method, request_hash = excluded.request_hash, response = excluded.response,
+                 created_at = excluded.created_at, expires_at = excluded.expires_at`,
+          [
+            scope.partnerId,
+            scope.environment,
+            key,
+            method,
+            fingerprint,
+            response,
+            now,
+            new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
+          ],
+        );
+        return { response, replayed: false };
+      });
+    },
+
+    /** Deletes records past their 7 days. */
+    async purgeExpired(): Promise<number> {
+      const rows = await sql(
+        orm.em.fork(),
+        "delete from idempotency_keys where expires_at < $1 returning key",
+        [clock.now()],
+      );
+      return rows.length;
+    },
+  };
+}

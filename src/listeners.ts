@@ -1,0 +1,175 @@
+import { createContextValues } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.ts";
+import { ApiKeyService } from "../gen/internal/v1/api_keys_pb.ts";
+import { PartnerService } from "../gen/internal/v1/partners_pb.ts";
+import { SigningKeyService } from "../gen/internal/v1/signing_keys_pb.ts";
+import { KeysService } from "../gen/partner/v1/keys_pb.ts";
+import { WebhookService } from "../gen/partner/v1/webhooks_pb.ts";
+import { createApiKeyHandlers } from "./apikeys/api-key.handlers.ts";
+import type { Config } from "./config.ts";
+import { createPartnerHandlers } from "./partners/partner.handlers.ts";
+import type { Clock } from "./platform/clock.ts";
+import { ApiError } from "./platform/errors.ts";
+import { type Handler, type Listener, listen } from "./platform/http/listener.ts";
+import { writeJson, writeRestError } from "./platform/http/rest-errors.ts";
+import { createTranscoder, type ServiceBinding } from "./platform/http/transcoder.ts";
+import { newId } from "./platform/ids.ts";
+import type { Logger } from "./platform/logger.ts";
+import { kRequestId } from "./platform/rpc/context.ts";
+import { createInternalEdge, createPartnerEdge, type Edge } from "./platform/rpc/edge.ts";
+import { edgeInterceptor } from "./platform/rpc/interceptor.ts";
+import { createReflection } from "./platform/rpc/reflection.ts";
+import type { Services } from "./services.ts";
+import { createKeysHandlers, createSigningKeyAdminHandlers } from "./signing/keys.handlers.ts";
+import { createWebhookHandlers } from "./webhooks/webhooks.handlers.ts";
+
+const MAX_BODY_BYTES = 1024 * 1024;
+const REQUEST_ID = Symbol("requestId");
+type Tagged = { [REQUEST_ID]?: string };
+const requestIdOf = (req: unknown) => (req as Tagged)[REQUEST_ID] ?? newId("req");
+
+/**
+ * Wraps a listener's handler: a fresh `req_` id on every response, before anything else can fail, and one
+ * access-log line per request (debug level; no query strings, no headers, so no secrets or personal data).
+ * A client's own X-Request-Id is never taken as ours; it is logged as `clientRequestId`.
+ */
+function withRequestId(handler: Handler, logger: Logger, listener: string): Handler {
+  const logRequests = logger.level === "debug";
+  return (req, res) => {
+    const id = newId("req");
+    (req as Tagged)[REQUEST_ID] = id;
+    res.setHeader("x-request-id", id);
+    if (logRequests) {
+      const started = performance.now();
+      res.once("finish", () => {
+        const client = req.headers["x-request-id"];
+        logger.debug("request", {
+          listener,
+          requestId: id,
+          clientRequestId: typeof client === "string" ? client.slice(0, 128) : undefined,
+          method: req.method,
+          path: (req.url ?? "").split("?")[0]?.slice(0, 256),
+          status: res.statusCode,
+          ms: Math.round((performance.now() - started) * 10) / 10,
+        });
+      });
+    }
+    handler(req, res);
+  };
+}
+
+/** Connect, gRPC-Web and gRPC for a set of services, behind the edge (reflection stays public if listed). */
+function connectHandler(services: ServiceBinding[], edge: Edge, logger: Logger, publicServices: string[]) {
+  const guarded = edgeInterceptor(edge, logger);
+  return connectNodeAdapter({
+    routes: (router) => {
+      for (const { service, impl } of services) router.service(service, impl as never);
+    },
+    interceptors: [
+      (next) => (req) => (publicServices.includes(req.service.typeName) ? next(req) : guarded(next)(req)),
+    ],
+    contextValues: (req) => createContextValues().set(kRequestId, requestIdOf(req)),
+    jsonOptions: { alwaysEmitImplicit: true },
+    readMaxBytes: MAX_BODY_BYTES,
+    fallback: (req, res) => {
+      writeRestError(res, new ApiError("not_found", `No route ${req.method} ${req.url}.`), requestIdOf(req));
+    },
+  });
+}
+
+const withReflection = (list: ServiceBinding[]): ServiceBinding[] => [
+  ...list,
+  { service: ServerReflection, impl: createReflection(list.map((s) => s.service)) as never },
+];
+
+/** The partner services, each implemented once and served on every face. */
+export function partnerServices(services: Services): ServiceBinding[] {
+  return [
+    { service: KeysService, impl: createKeysHandlers(services.signingKeys) as never },
+    { service: WebhookService, impl: createWebhookHandlers(services.webhooks, services.deliveries) as never },
+  ];
+}
+
+/** Options for {@link startListeners}. */
+export interface ListenerOptions {
+  config: Readonly<Config>;
+  services: Services;
+  clock: Clock;
+  logger: Logger;
+  internalToken: string;
+  ready: () => Promise<boolean>;
+}
+
+/** The partner listener (REST, Connect, gRPC-Web, gRPC, health) and the internal listener. */
+export async function startListeners(o: ListenerOptions) {
+  const { config, services, logger } = o;
+  const partnerList = partnerServices(services);
+  const partnerEdge = createPartnerEdge(services);
+  const transcoder = createTranscoder({
+    services: partnerList,
+    edge: partnerEdge,
+    logger,
+    maxBodyBytes: MAX_BODY_BYTES,
+  });
+  const partnerConnect = connectHandler(withReflection(partnerList), partnerEdge, logger, [
+    ServerReflection.typeName,
+  ]);
+  const partner = await listen({
+    name: "partner",
+    host: config.host,
+    port: config.port,
+    logger,
+    handler: withRequestId(
+      (req, res) => {
+        const url = req.url ?? "/";
+        if (url.startsWith("/partner/")) return void transcoder.handle(req, res, requestIdOf(req));
+        if (url === "/healthz") return writeJson(res, 200, { status: "ok" });
+        if (url === "/readyz") {
+          return void o
+            .ready()
+            .then((ok) => writeJson(res, ok ? 200 : 503, { status: ok ? "ready" : "unavailable" }));
+        }
+        partnerConnect(req as never, res as never);
+      },
+      logger,
+      "partner",
+    ),
+  });
+
+  const internalList: ServiceBinding[] = [
+    { service: PartnerService, impl: createPartnerHandlers(services.partners) as never },
+    { service: ApiKeyService, impl: createApiKeyHandlers(services.apiKeys, o.clock) as never },
+    { service: SigningKeyService, impl: createSigningKeyAdminHandlers(services.signingKeys) as never },
+  ];
+  const internalConnect = connectHandler(
+    withReflection(internalList),
+    createInternalEdge(o.internalToken),
+    logger,
+    [],
+  );
+  let internal: Listener;
+  try {
+    internal = await listen({
+      name: "internal",
+      host: config.internalHost,
+      port: config.internalPort,
+      logger,
+      handler: withRequestId((req, res) => internalConnect(req as never, res as never), logger, "internal"),
+    });
+  } catch (err) {
+    await partner.close();
+    throw err;
+  }
+  const hostFor = (h: string) =>
+    h === "0.0.0.0" || h === "::" ? "127.0.0.1" : h.includes(":") ? `[${h}]` : h;
+  const partnerUrl = `http://${hostFor(partner.host)}:${partner.port}`;
+  const internalUrl = `http://${hostFor(internal.host)}:${internal.port}`;
+  logger.info("listening", { partner: partnerUrl, internal: internalUrl });
+  return {
+    partnerUrl,
+    internalUrl,
+    routes: transcoder.routes,
+    close: () => Promise.all([partner.close(), internal.close()]).then(() => undefined),
+  };
+}

@@ -1,0 +1,68 @@
+import type { PgBoss } from "pg-boss";
+import { createApiKeyService } from "./apikeys/api-key.service.ts";
+import type { Config } from "./config.ts";
+import { createIdempotencyService } from "./idempotency/idempotency.service.ts";
+import { createPartnerService } from "./partners/partner.service.ts";
+import type { Clock } from "./platform/clock.ts";
+import type { SecretBox } from "./platform/crypto/secret-box.ts";
+import type { ChangeFeed } from "./platform/db/change-feed.ts";
+import type { Orm } from "./platform/db/orm.ts";
+import type { Logger } from "./platform/logger.ts";
+import { createRateLimiter } from "./ratelimit/rate-limiter.ts";
+import { createSigningKeyService } from "./signing/signing-key.service.ts";
+import { createDeliveriesService } from "./webhooks/deliveries.service.ts";
+import { createDeliveryWorker } from "./webhooks/delivery.worker.ts";
+import { type Resolver, systemResolver } from "./webhooks/destination.ts";
+import { createOutbox } from "./webhooks/outbox.ts";
+import { createSender } from "./webhooks/sender.ts";
+import { createWebhookService } from "./webhooks/webhook.service.ts";
+
+/** What every service is built from. */
+export interface ServiceDeps {
+  config: Readonly<Config>;
+  orm: Orm;
+  clock: Clock;
+  changes: ChangeFeed;
+  box: SecretBox;
+  boss: PgBoss;
+  logger: Logger;
+  /** DNS for webhook destinations; tests replace it to play DNS. */
+  resolver?: Resolver;
+}
+
+/** The typed registry of services: built once per process, shared by handlers and workers. */
+export type Services = ReturnType<typeof createServices>;
+
+/** Builds every service. Nothing here listens or polls: that is the app's job, per role. */
+export function createServices(deps: ServiceDeps) {
+  const { config, orm, clock, changes, box, boss, logger } = deps;
+  const destinations = { allowLocal: config.allowLocalWebhooks, resolver: deps.resolver ?? systemResolver };
+  const outbox = createOutbox({ boss, clock });
+  const sender = createSender({
+    policy: destinations,
+    connectTimeoutMs: config.webhooks.connectTimeoutMs,
+    timeoutMs: config.webhooks.timeoutMs,
+  });
+  return {
+    partners: createPartnerService({ orm, clock }),
+    apiKeys: createApiKeyService({ orm, clock, changes }),
+    signingKeys: createSigningKeyService({ orm, clock, box, changes }),
+    rateLimiter: createRateLimiter({ orm, limits: config.rateLimits }),
+    idempotency: createIdempotencyService({ orm, clock }),
+    outbox,
+    sender,
+    webhooks: createWebhookService({ orm, clock, box, outbox, destinations }),
+    deliveries: createDeliveriesService({ orm, clock }),
+    deliveryWorker: createDeliveryWorker({
+      orm,
+      clock,
+      box,
+      sender,
+      outbox,
+      logger,
+      // A claim outlives the longest attempt, so a live worker never loses a delivery to another.
+      leaseMs: config.webhooks.timeoutMs + 5_000,
+      sweepGraceMs: 5_000,
+    }),
+  };
+}

@@ -1,0 +1,167 @@
+import http from "node:http";
+import https from "node:https";
+import type { LookupFunction } from "node:net";
+import { DestinationError, type DestinationPolicy, vetHost } from "./destination.ts";
+
+/** Why an attempt got no HTTP answer. */
+export type AttemptError =
+  | "timeout"
+  | "connect_timeout"
+  | "connection_error"
+  | "tls_error"
+  | "destination_not_allowed"
+  | "dns_error";
+
+/** The outcome of one POST. */
+export interface AttemptResult {
+  ok: boolean;
+  statusCode: number | undefined;
+  error: AttemptError | undefined;
+  latencyMs: number;
+  /** The first 4 KiB of the response body. */
+  responseBody: string | undefined;
+  /** The Retry-After header, as sent. */
+  retryAfter: string | undefined;
+}
+
+/** Options for {@link createSender}. */
+export interface SenderOptions {
+  policy: DestinationPolicy;
+  /** Time allowed to open the connection (CONTRACT.md §5: 5 s). */
+  connectTimeoutMs: number;
+  /** Time allowed for the whole attempt (SPEC.md: 30 s). */
+  timeoutMs: number;
+}
+
+const KEEP_BODY = 4096;
+const MAX_DRAIN = 64 * 1024;
+const USER_AGENT = "PartnerUnderwritingAPI-Webhooks/1";
+
+/** POSTs webhook bodies: vetted and pinned destination, bounded time, no redirects, first 4 KiB kept. */
+export interface Sender {
+  post(url: string, body: string, headers: Record<string, string>): Promise<AttemptResult>;
+  close(): void;
+}
+
+function classify(err: unknown): AttemptError {
+  if (err instanceof DestinationError) return err.problem;
+  const code = (err as NodeJS.ErrnoException).code ?? "";
+  if (code === "ATTEMPT_TIMEOUT") return "timeout";
+  if (code === "CONNECT_TIMEOUT") return "connect_timeout";
+  if (/^(ERR_TLS|CERT_|UNABLE_TO|DEPTH_ZERO|SELF_SIGNED|ERR_SSL)/.test(code)) return "tls_error";
+  return "connection_error";
+}
+
+/** Creates a sender with keep-alive connection pools. */
+export function createSender({ policy, connectTimeoutMs, timeoutMs }: SenderOptions): Sender {
+  const agentOptions = { keepAlive: true, maxSockets: 64, maxFreeSockets: 32, scheduling: "lifo" as const };
+  const agents = { "http:": new http.Agent(agentOptions), "https:": new https.Agent(agentOptions) };
+
+  const post = async (
+    rawUrl: string,
+    body: string,
+    headers: Record<string, string>,
+  ): Promise<AttemptResult> => {
+    const started = performance.now();
+    const done = (r: Omit<AttemptResult, "latencyMs">): AttemptResult => ({
+      ...r,
+      latencyMs: Math.round(performance.now() - started),
+    });
+    try {
+      const url = new URL(rawUrl);
+      const target = await vetHost(url.hostname, policy);
+      // The connection goes to the address just vetted, whatever DNS says a moment later.
+      const lookup: LookupFunction = (_host, options, cb) => {
+        if ((options as { all?: boolean }).all)
+          (cb as never as (e: null, a: unknown[]) => void)(null, [target]);
+        else cb(null, target.address, target.family);
+      };
+      const client = url.protocol === "https:" ? https : http;
+      return await new Promise<AttemptResult>((resolve) => {
+        let settled = false;
+        const finish = (r: Omit<AttemptResult, "latencyMs">) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(total);
+          resolve(done(r));
+        };
+        const fail = (err: unknown) =>
+          finish({
+            ok: false,
+            statusCode: undefined,
+            error: classify(err),
+            responseBody: undefined,
+            retryAfter: undefined,
+          });
+        const req = client.request(url, {
+          method: "POST",
+          agent: agents[url.protocol as "http:" | "https:"],
+          lookup,
+          headers: {
+            "content-type": "application/json",
+            "content-length": Buffer.byteLength(body),
+            "user-agent": USER_AGENT,
+            ...headers,
+          },
+        });
+        const total = setTimeout(() => {
+          req.destroy(Object.assign(new Error("attempt timed out"), { code: "ATTEMPT_TIMEOUT" }));
+        }, timeoutMs);
+        req.on("socket", (socket) => {
+          if (!socket.connecting) return;
+          const timer = setTimeout(() => {
+            req.destroy(Object.assign(new Error("connect timed out"), { code: "CONNECT_TIMEOUT" }));
+          }, connectTimeoutMs);
+          socket.once("connect", () => clearTimeout(timer));
+          socket.once("close", () => clearTimeout(timer));
+        });
+        req.on("error", fail);
+        req.on("response", (res) => {
+          const chunks: Buffer[] = [];
+          let kept = 0;
+          let seen = 0;
+          res.on("data", (chunk: Buffer) => {
+            seen += chunk.length;
+            if (kept < KEEP_BODY) {
+              chunks.push(chunk.subarray(0, KEEP_BODY - kept));
+              kept += Math.min(chunk.length, KEEP_BODY - kept);
+            }
+            // A receiver streaming a large body does not hold the worker: stop reading.
+            if (seen > MAX_DRAIN) res.destroy();
+          });
+          const settle = () => {
+            const status = res.statusCode ?? 0;
+            const retryAfter = res.headers["retry-after"];
+            finish({
+              ok: status >= 200 && status < 300,
+              statusCode: status,
+              error: undefined,
+              responseBody: Buffer.concat(chunks).toString("utf8"),
+              retryAfter: typeof retryAfter === "string" ? retryAfter : undefined,
+            });
+          };
+          res.on("end", settle);
+          res.on("close", settle);
+          res.on("error", settle);
+        });
+        req.end(body);
+      });
+    } catch (err) {
+      return done({
+        ok: false,
+        statusCode: undefined,
+        error: classify(err),
+        responseBody: undefined,
+        retryAfter: undefined,
+      });
+    }
+  };
+
+  return {
+    post,
+    close() {
+      agents["http:"].destroy();
+      agents["https:"].destroy();
+    },
+  };
+}

@@ -1,0 +1,68 @@
+import { describe, expect, it } from "vitest";
+import { addressAllowed, parseDestination, vetHost } from "../../src/webhooks/destination.ts";
+
+describe("webhook destinations", () => {
+  it("refuses private, loopback, link-local, CGNAT, multicast and reserved addresses", () => {
+    for (const ip of [
+      "127.0.0.1",
+      "10.0.0.1",
+      "172.16.5.4",
+      "192.168.1.1",
+      "169.254.169.254",
+      "100.64.0.1",
+      "0.0.0.0",
+      "224.0.0.1",
+      "255.255.255.255",
+      "::1",
+      "::",
+      "fe80::1",
+      "fd00::1",
+      "ff02::1",
+      "::ffff:10.0.0.1",
+      "::ffff:127.0.0.1",
+      "::ffff:a00:1",
+      "64:ff9b::10.0.0.1",
+    ]) {
+      expect(addressAllowed(ip, false), ip).toBe(false);
+    }
+  });
+
+  it("allows public addresses, and loopback only in local development", () => {
+    for (const ip of ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:93.184.216.34"]) {
+      expect(addressAllowed(ip, false), ip).toBe(true);
+    }
+    expect(addressAllowed("127.0.0.1", true)).toBe(true);
+    expect(addressAllowed("::1", true)).toBe(true);
+    expect(addressAllowed("10.0.0.1", true)).toBe(false);
+  });
+
+  it("requires https (http only in local development) and no credentials", () => {
+    expect(() => parseDestination("http://example.com/hook", false)).toThrow(/https/);
+    expect(parseDestination("http://127.0.0.1:9/hook", true).port).toBe("9");
+    expect(() => parseDestination("https://user:pw@example.com/", false)).toThrow(/credentials/);
+    expect(() => parseDestination("not a url", false)).toThrow();
+    expect(() => parseDestination(`https://example.com/${"a".repeat(2100)}`, false)).toThrow(/2048/);
+  });
+
+  it("refuses a host when any of its addresses is forbidden", async () => {
+    const resolver = async () => [
+      { address: "93.184.216.34", family: 4 as const },
+      { address: "10.0.0.1", family: 4 as const },
+    ];
+    await expect(vetHost("mixed.example", { allowLocal: false, resolver })).rejects.toMatchObject({
+      problem: "destination_not_allowed",
+    });
+    await expect(
+      vetHost("gone.example", {
+        allowLocal: false,
+        resolver: async () => {
+          throw Object.assign(new Error("nope"), { code: "ENOTFOUND" });
+        },
+      }),
+    ).rejects.toMatchObject({ problem: "dns_error" });
+    expect(await vetHost("[2606:4700::1111]", { allowLocal: false, resolver })).toEqual({
+      address: "2606:4700::1111",
+      family: 6,
+    });
+  });
+});
