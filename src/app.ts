@@ -4,7 +4,7 @@ import { startListeners } from "./listeners.ts";
 import { type Clock, systemClock } from "./platform/clock.ts";
 import { createSecretBox } from "./platform/crypto/secret-box.ts";
 import { startChangeFeed } from "./platform/db/change-feed.ts";
-import { createOrm, migrate } from "./platform/db/orm.ts";
+import { createOrm, migrate, type Orm } from "./platform/db/orm.ts";
 import { type QueueName, type Queues, runJobNow, startBoss } from "./platform/jobs/boss.ts";
 import type { Logger } from "./platform/logger.ts";
 import { createServices, type Services } from "./services.ts";
@@ -35,6 +35,8 @@ export interface App {
   readonly routes: readonly string[];
   readonly services: Services;
   readonly boss: PgBoss;
+  /** The ORM; fork its EntityManager per unit of work. */
+  readonly orm: Orm;
   /** Sends a job and waits for it to complete. */
   runJob<Q extends QueueName>(name: Q, data: Queues[Q]): Promise<unknown>;
   /** True when the database answers. */
@@ -115,6 +117,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     routes: listeners?.routes ?? [],
     services,
     boss,
+    orm,
     runJob: (name, data) => runJobNow(boss, name, data),
     ready,
     stop() {

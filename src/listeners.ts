@@ -17,7 +17,7 @@ import { createTranscoder, type ServiceBinding } from "./platform/http/transcode
 import { newId } from "./platform/ids.ts";
 import type { Logger } from "./platform/logger.ts";
 import { kRequestId } from "./platform/rpc/context.ts";
-import { createInternalEdge, createPartnerEdge, type Edge } from "./platform/rpc/edge.ts";
+import { createInternalEdge, createPartnerEdge, type Edge, replayable } from "./platform/rpc/edge.ts";
 import { edgeInterceptor } from "./platform/rpc/interceptor.ts";
 import { createReflection } from "./platform/rpc/reflection.ts";
 import type { Services } from "./services.ts";
@@ -87,7 +87,10 @@ const withReflection = (list: ServiceBinding[]): ServiceBinding[] => [
 export function partnerServices(services: Services): ServiceBinding[] {
   return [
     { service: KeysService, impl: createKeysHandlers(services.signingKeys) as never },
-    { service: WebhookService, impl: createWebhookHandlers(services.webhooks, services.deliveries) as never },
+    {
+      service: WebhookService,
+      impl: replayable(createWebhookHandlers(services.webhooks, services.deliveries)) as never,
+    },
   ];
 }
 

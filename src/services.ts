@@ -48,7 +48,7 @@ export function createServices(deps: ServiceDeps) {
     apiKeys: createApiKeyService({ orm, clock, changes }),
     signingKeys: createSigningKeyService({ orm, clock, box, changes }),
     rateLimiter: createRateLimiter({ orm, limits: config.rateLimits }),
-    idempotency: createIdempotencyService({ orm, clock }),
+    idempotency: createIdempotencyService({ orm, clock, box }),
     outbox,
     sender,
     webhooks: createWebhookService({ orm, clock, box, outbox, destinations }),

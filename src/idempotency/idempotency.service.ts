@@ -1,6 +1,7 @@
 import type { Environment } from "../apikeys/api-key.entity.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
+import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import { constantTimeEqual, sha256 } from "../platform/crypto/tokens.ts";
 import type { Em, Orm } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
@@ -34,7 +35,10 @@ const KEY_SHAPE = /^[\x21-\x7e]{1,255}$/;
  * different request: 422 `idempotency_key_reused`), or runs the write and stores its response in the same
  * transaction. A failed write rolls back with its record, so a retry proceeds as if nothing started.
  */
-export function createIdempotencyService({ orm, clock }: { orm: Orm; clock: Clock }) {
+export function createIdempotencyService({ orm, clock, box }: { orm: Orm; clock: Clock; box: SecretBox }) {
+  // Stored responses can hold secrets (a new webhook's signing secret): they are sealed at rest.
+  const aad = (scope: IdempotencyScope, key: string) =>
+    `idempotency:${scope.partnerId}:${scope.environment}:${key}`;
   return {
     /** Checks a key's form: 1 to 255 visible ASCII characters. */
     validateKey(key: string): void {
@@ -75,7 +79,7 @@ export function createIdempotencyService({ orm, clock }: { orm: Orm; clock: Cloc
           if (prior.method !== method || !constantTimeEqual(prior.request_hash, fingerprint)) {
             throw new ApiError("idempotency_key_reused", undefined, { details: { idempotencyKey: key } });
           }
-          return { response: prior.response, replayed: true };
+          return { response: box.open(prior.response, aad(scope, key)), replayed: true };
         }
         const response = await write(tx);
         await sql(
@@ -91,7 +95,7 @@ export function createIdempotencyService({ orm, clock }: { orm: Orm; clock: Cloc
             key,
             method,
             fingerprint,
-            response,
+            box.seal(response, aad(scope, key)),
             now,
             new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
           ],

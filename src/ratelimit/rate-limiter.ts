@@ -35,6 +35,10 @@ interface Lease {
   /** The shared bucket's level after our last take. */
   shared: number;
   refill: Promise<void> | undefined;
+  /** Requests on this instance waiting for tokens. */
+  waiting: number;
+  /** Tokens the last refill got from the shared bucket. */
+  lastGranted: number;
 }
 
 /**
@@ -59,13 +63,15 @@ export function createRateLimiter({ orm, limits, leaseTtlMs = 1_000 }: RateLimit
             bucket,
             spec.capacity,
             spec.refillPerSecond,
-            leaseSize(spec),
+            // Enough for everyone already waiting on this instance, so a burst costs one round trip.
+            Math.max(leaseSize(spec), lease.waiting),
           ]);
         const row = rows[0];
         if (!row) return;
         const now = Date.now();
         if (now >= lease.expiresAt) lease.tokens = 0;
         lease.tokens += Number(row.granted);
+        lease.lastGranted = Number(row.granted);
         lease.shared = Number(row.remaining);
         lease.expiresAt = now + leaseTtlMs;
       } finally {
@@ -93,11 +99,28 @@ export function createRateLimiter({ orm, limits, leaseTtlMs = 1_000 }: RateLimit
       const bucket = `${cls}:${keyId}`;
       let lease = leases.get(bucket);
       if (!lease) {
-        lease = { tokens: 0, expiresAt: 0, shared: spec.capacity, refill: undefined };
+        lease = {
+          tokens: 0,
+          expiresAt: 0,
+          shared: spec.capacity,
+          refill: undefined,
+          waiting: 0,
+          lastGranted: 0,
+        };
         leases.set(bucket, lease);
       }
       if (Date.now() >= lease.expiresAt) lease.tokens = 0;
-      if (lease.tokens < 1) await refill(bucket, lease, spec);
+      // Wait for tokens while the shared bucket still hands some out; others waiting here may take a
+      // refill's tokens first, so try again, but stop as soon as a refill comes back empty.
+      for (let round = 0; lease.tokens < 1 && round < 5; round++) {
+        lease.waiting++;
+        try {
+          await refill(bucket, lease, spec);
+        } finally {
+          lease.waiting--;
+        }
+        if (lease.lastGranted === 0) break;
+      }
       if (lease.tokens < 1) return decision(lease, spec, false);
       lease.tokens -= 1;
       if (leaseSize(spec) > 1 && lease.tokens < leaseSize(spec) / 2 && !lease.refill) {

@@ -70,7 +70,7 @@ export function createWebhookHandlers(
         { url: req.url, events: req.events, description: req.description },
         ctx.values.get(kTx),
       );
-      return { webhook: toWebhook(row, (await deliveries.stats([])).get(row.id), row.secret) };
+      return { webhook: toWebhook(row, (await deliveries.stats([row.id])).get(row.id), row.secret) };
     },
     async listWebhooks(_req, ctx) {
       const rows = await webhooks.list(callerOf(ctx.values));

@@ -15,6 +15,12 @@ export const kCaller = createContextKey<Caller | undefined>(undefined, { descrip
  */
 export const kTx = createContextKey<Em | undefined>(undefined, { description: "transaction" });
 
+/**
+ * The stored response of an idempotent request being replayed: handlers wrapped with `replayable` return
+ * it instead of running again (so the protocol layers still frame the response as usual).
+ */
+export const kReplay = createContextKey<unknown>(undefined, { description: "idempotent replay" });
+
 /** A logger bound to the request id. */
 export const kLogger = createContextKey<Logger | undefined>(undefined, { description: "logger" });
 

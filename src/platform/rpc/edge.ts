@@ -6,7 +6,7 @@ import type { RateDecision, RateLimiter } from "../../ratelimit/rate-limiter.ts"
 import { constantTimeEqualStrings } from "../crypto/tokens.ts";
 import { ApiError } from "../errors.ts";
 import { rateClassOf, restBindings } from "../http/rules.ts";
-import { callerOf, kCaller, kTx } from "./context.ts";
+import { callerOf, kCaller, kReplay, kTx } from "./context.ts";
 
 /** One call as the edge sees it, whichever face (REST, Connect, gRPC-Web, gRPC) it came in on. */
 export interface EdgeCall {
@@ -99,10 +99,28 @@ export function createPartnerEdge({ apiKeys, rateLimiter, idempotency }: Partner
           }
         },
       );
-      if (result.replayed) call.responseHeader.set("idempotent-replayed", "true");
-      return fromBinary(method.output, result.response);
+      const response = fromBinary(method.output, result.response);
+      if (!result.replayed) return response;
+      call.responseHeader.set("idempotent-replayed", "true");
+      call.values.set(kReplay, response);
+      return handler();
     },
   };
+}
+
+/**
+ * Wraps a service implementation so that a replayed idempotent request returns the stored response
+ * through the normal call path, without running the method again.
+ */
+export function replayable<T extends object>(impl: T): T {
+  const wrapped: Record<string, unknown> = {};
+  for (const [name, fn] of Object.entries(impl)) {
+    wrapped[name] =
+      typeof fn === "function"
+        ? (req: unknown, ctx: { values: ContextValues }) => ctx.values.get(kReplay) ?? fn.call(impl, req, ctx)
+        : fn;
+  }
+  return wrapped as T;
 }
 
 /** The internal listener's edge: the service token, compared in constant time. */
