@@ -23,6 +23,7 @@ async function main(): Promise<void> {
   });
   const runtime = await resolveRuntime(config, logger);
   const app = await createApp({ config, logger, ...runtime });
+  logger.info("started", { partner: app.partnerUrl, internal: app.internalUrl });
 
   // Lets `npm run cli` find the internal API of a service started with `npm start`.
   const serviceFile = path.join(config.dataDir, dataFiles.service);

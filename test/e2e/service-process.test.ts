@@ -37,7 +37,7 @@ async function cliJson(...args: string[]) {
 }
 
 async function keyDocument(key: string) {
-  if (!service) throw new Error("not running");
+  if (!service?.partnerUrl) throw new Error("not running");
   const res = await rest(service.partnerUrl, "GET", "/partner/v1/keys", { key });
   expect(res.status).toBe(200);
   return res.body.keys as { kid: string; publicKey: string }[];
@@ -69,7 +69,7 @@ describe("the service process", () => {
       "generated a development master key; production deployments set it in the environment",
     );
     expect((await fs.stat(path.join(dataDir, "master.key"))).mode & 0o777).toBe(0o600);
-    expect(await rest(service.partnerUrl, "GET", "/readyz")).toMatchObject({ status: 200 });
+    expect(await rest(service.partnerUrl ?? "", "GET", "/readyz")).toMatchObject({ status: 200 });
   });
 
   it("lets an operator create a partner and issue keys from the command line", async () => {

@@ -74,6 +74,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     internalToken,
     logger,
     clock: options.clock,
+    resolver: options.resolver,
   });
   if (!app.partnerUrl || !app.internalUrl) throw new Error("test app started without listeners");
   const internalUrl = app.internalUrl;

@@ -8,15 +8,16 @@ export const root = path.resolve(import.meta.dirname, "../..");
 /** A service started as its own process with `node src/main.ts`, as `npm start` does. */
 export interface ServiceProcess {
   child: ChildProcess;
-  partnerUrl: string;
-  internalUrl: string;
+  /** Undefined for a worker-only process. */
+  partnerUrl: string | undefined;
+  internalUrl: string | undefined;
   /** Every log line so far, parsed. */
   logs: Record<string, unknown>[];
   /** Resolves with the exit code (or signal name). */
   exited: Promise<number | string>;
 }
 
-/** Starts the service and waits until it logs the addresses it listens on. */
+/** Starts the service and waits until it logs that it started (with the addresses it listens on, if any). */
 export async function startServiceProcess(
   env: Record<string, string>,
   timeoutMs = 60_000,
@@ -34,7 +35,7 @@ export async function startServiceProcess(
   const exited = new Promise<number | string>((resolve) =>
     child.on("exit", (code, signal) => resolve(code ?? signal ?? -1)),
   );
-  const listening = new Promise<{ partner: string; internal: string }>((resolve, reject) => {
+  const listening = new Promise<{ partner?: string; internal?: string }>((resolve, reject) => {
     const timer = setTimeout(
       () => reject(new Error(`service did not start in ${timeoutMs} ms: ${stderr}`)),
       timeoutMs,
@@ -43,7 +44,7 @@ export async function startServiceProcess(
       try {
         const entry = JSON.parse(line) as Record<string, unknown>;
         logs.push(entry);
-        if (entry.msg === "listening") {
+        if (entry.msg === "started") {
           clearTimeout(timer);
           resolve(entry as never);
         }
