@@ -48,10 +48,11 @@ export async function startService(env: Record<string, string> = {}): Promise<Be
       if (!line.startsWith("{")) return;
       const entry = JSON.parse(line);
       if (entry.msg === "listening") resolve(entry);
+      else if (entry.level === "error") process.stderr.write(`${line}\n`);
     });
   });
   const internalToken =
-    process.env.INTERNAL_TOKEN ?? (await fs.readFile(path.join(dataDir, "internal-token"), "utf8")).trim();
+    env.INTERNAL_TOKEN ?? (await fs.readFile(path.join(dataDir, "internal-token"), "utf8")).trim();
   return {
     child,
     partnerUrl: urls.partner,
