@@ -53,9 +53,9 @@ const receiver = http.createServer((req, res) => {
   req.on("end", () => {
     const now = performance.now();
     const id = req.headers["x-service-event-id"] as string;
-    let list = arrivals.get(id);
-    if (!list) arrivals.set(id, (list = []));
+    const list = arrivals.get(id) ?? [];
     list.push(now);
+    arrivals.set(id, list);
     arrived++;
     firstArrival ||= now;
     lastArrival = now;
@@ -97,16 +97,14 @@ try {
   const outbox = createOutbox({ boss, clock: systemClock });
   const committedAt = new Map<string, number>();
   const raise = async () => {
-    const raised = await orm.em
-      .fork()
-      .transactional((tx) =>
-        outbox.raise(tx, {
-          partnerId: partner.id,
-          environment: "sandbox",
-          type: "consent.granted",
-          payload: { bench: true },
-        }),
-      );
+    const raised = await orm.em.fork().transactional((tx) =>
+      outbox.raise(tx, {
+        partnerId: partner.id,
+        environment: "sandbox",
+        type: "consent.granted",
+        payload: { bench: true },
+      }),
+    );
     committedAt.set(raised.eventId as string, performance.now());
   };
 
