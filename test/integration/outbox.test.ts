@@ -32,16 +32,14 @@ const jobs = () => count(`${BOSS_SCHEMA}.job`, "name = 'webhooks.deliver'", []);
 describe("the transactional outbox", () => {
   it("commits the event, its deliveries and their wake-ups with the caller's change", async () => {
     const before = await jobs();
-    const raised = await t.app.orm.em
-      .fork()
-      .transactional((tx) =>
-        t.app.services.outbox.raise(tx, {
-          partnerId: p.partnerId,
-          environment: "sandbox",
-          type: "consent.revoked",
-          payload: { x: 1 },
-        }),
-      );
+    const raised = await t.app.orm.em.fork().transactional((tx) =>
+      t.app.services.outbox.raise(tx, {
+        partnerId: p.partnerId,
+        environment: "sandbox",
+        type: "consent.revoked",
+        payload: { x: 1 },
+      }),
+    );
     expect(await count("events", "id = $1", [raised.eventId])).toBe(1);
     expect(await count("webhook_deliveries", "event_id = $1", [raised.eventId])).toBe(1);
     expect(await jobs()).toBe(before + 1);
