@@ -1,5 +1,6 @@
 import type { PgBoss } from "pg-boss";
 import type { Config } from "./config.ts";
+import { registerConsentJobs } from "./consent/consent.jobs.ts";
 import { startListeners } from "./listeners.ts";
 import { type Clock, systemClock } from "./platform/clock.ts";
 import { createSecretBox } from "./platform/crypto/secret-box.ts";
@@ -56,6 +57,8 @@ export async function createApp(options: AppOptions): Promise<App> {
   const runWorkers = config.role !== "api";
   const boss = await startBoss({ databaseUrl, logger, supervise: runWorkers });
   const box = createSecretBox(options.masterKey);
+  // The partner listener's address is known once it is bound; consent links need it when PUBLIC_URL is unset.
+  let boundUrl = `http://127.0.0.1:${config.port}`;
   const services = createServices({
     config,
     orm,
@@ -65,6 +68,8 @@ export async function createApp(options: AppOptions): Promise<App> {
     boss,
     logger,
     resolver: options.resolver,
+    masterKey: options.masterKey,
+    publicUrl: () => config.publicUrl ?? boundUrl,
   });
 
   const created = await services.signingKeys.maintain();
@@ -73,6 +78,7 @@ export async function createApp(options: AppOptions): Promise<App> {
   const stoppers: (() => void)[] = [];
   if (runWorkers) {
     await registerSigningKeyJobs(boss, services.signingKeys, logger);
+    await registerConsentJobs(boss, services.consents, logger);
     stoppers.push(
       await startWebhookJobs({
         boss,
@@ -108,7 +114,9 @@ export async function createApp(options: AppOptions): Promise<App> {
           logger,
           internalToken: options.internalToken,
           ready,
+          orm,
         });
+  if (listeners) boundUrl = listeners.partnerUrl;
 
   let stopped: Promise<void> | undefined;
   return {

@@ -4,12 +4,20 @@ import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.ts";
 import { ApiKeyService } from "../gen/internal/v1/api_keys_pb.ts";
 import { PartnerService } from "../gen/internal/v1/partners_pb.ts";
 import { SigningKeyService } from "../gen/internal/v1/signing_keys_pb.ts";
+import { ConsentAdminService, UserService } from "../gen/internal/v1/users_pb.ts";
+import { ConsentService } from "../gen/partner/v1/consents_pb.ts";
 import { KeysService } from "../gen/partner/v1/keys_pb.ts";
 import { WebhookService } from "../gen/partner/v1/webhooks_pb.ts";
 import { createApiKeyHandlers } from "./apikeys/api-key.handlers.ts";
 import type { Config } from "./config.ts";
+import {
+  createConsentAdminHandlers,
+  createConsentHandlers,
+  createUserHandlers,
+} from "./consent/consent.handlers.ts";
 import { createPartnerHandlers } from "./partners/partner.handlers.ts";
 import type { Clock } from "./platform/clock.ts";
+import type { Orm } from "./platform/db/orm.ts";
 import { ApiError } from "./platform/errors.ts";
 import { type Handler, type Listener, listen } from "./platform/http/listener.ts";
 import { writeJson, writeRestError } from "./platform/http/rest-errors.ts";
@@ -91,6 +99,10 @@ export function partnerServices(services: Services): ServiceBinding[] {
       service: WebhookService,
       impl: replayable(createWebhookHandlers(services.webhooks, services.deliveries)) as never,
     },
+    {
+      service: ConsentService,
+      impl: replayable(createConsentHandlers(services.consents, services.consentLinks)) as never,
+    },
   ];
 }
 
@@ -102,6 +114,7 @@ export interface ListenerOptions {
   logger: Logger;
   internalToken: string;
   ready: () => Promise<boolean>;
+  orm: Orm;
 }
 
 /** The partner listener (REST, Connect, gRPC-Web, gRPC, health) and the internal listener. */
@@ -127,6 +140,7 @@ export async function startListeners(o: ListenerOptions) {
       (req, res) => {
         const url = req.url ?? "/";
         if (url.startsWith("/partner/")) return void transcoder.handle(req, res, requestIdOf(req));
+        if (url.startsWith("/consent/")) return void services.consentPages.handle(req, res, requestIdOf(req));
         if (url === "/healthz") return writeJson(res, 200, { status: "ok" });
         if (url === "/readyz") {
           return void o
@@ -144,6 +158,11 @@ export async function startListeners(o: ListenerOptions) {
     { service: PartnerService, impl: createPartnerHandlers(services.partners) as never },
     { service: ApiKeyService, impl: createApiKeyHandlers(services.apiKeys, o.clock) as never },
     { service: SigningKeyService, impl: createSigningKeyAdminHandlers(services.signingKeys) as never },
+    { service: UserService, impl: createUserHandlers(services.users) as never },
+    {
+      service: ConsentAdminService,
+      impl: createConsentAdminHandlers(services.consents, services.users, o.orm) as never,
+    },
   ];
   const internalConnect = connectHandler(
     withReflection(internalList),

@@ -1,15 +1,20 @@
 import type { PgBoss } from "pg-boss";
 import { createApiKeyService } from "./apikeys/api-key.service.ts";
 import type { Config } from "./config.ts";
+import { createConsentPages } from "./consent/consent.page.ts";
+import { createConsentService } from "./consent/consent.service.ts";
+import { createConsentLinkService } from "./consent/consent-link.service.ts";
 import { createIdempotencyService } from "./idempotency/idempotency.service.ts";
 import { createPartnerService } from "./partners/partner.service.ts";
 import type { Clock } from "./platform/clock.ts";
+import { deriveKey } from "./platform/crypto/keys.ts";
 import type { SecretBox } from "./platform/crypto/secret-box.ts";
 import type { ChangeFeed } from "./platform/db/change-feed.ts";
 import type { Orm } from "./platform/db/orm.ts";
 import type { Logger } from "./platform/logger.ts";
 import { createRateLimiter } from "./ratelimit/rate-limiter.ts";
 import { createSigningKeyService } from "./signing/signing-key.service.ts";
+import { createUserService } from "./users/user.service.ts";
 import { createDeliveriesService } from "./webhooks/deliveries.service.ts";
 import { createDeliveryWorker } from "./webhooks/delivery.worker.ts";
 import { type Resolver, systemResolver } from "./webhooks/destination.ts";
@@ -28,6 +33,10 @@ export interface ServiceDeps {
   logger: Logger;
   /** DNS for webhook destinations; tests replace it to play DNS. */
   resolver?: Resolver;
+  /** The master key, from which purpose-specific keys are derived. */
+  masterKey: Buffer;
+  /** Base URL of pages people open (consent links): PUBLIC_URL, or the partner listener once bound. */
+  publicUrl: () => string;
 }
 
 /** The typed registry of services: built once per process, shared by handlers and workers. */
@@ -43,7 +52,26 @@ export function createServices(deps: ServiceDeps) {
     connectTimeoutMs: config.webhooks.connectTimeoutMs,
     timeoutMs: config.webhooks.timeoutMs,
   });
+  const users = createUserService({ orm, clock, box, phoneKey: deriveKey(deps.masterKey, "phone-hash") });
+  const consents = createConsentService({ orm, clock, outbox });
+  const consentLinks = createConsentLinkService({
+    orm,
+    clock,
+    box,
+    users,
+    consents,
+    publicUrl: deps.publicUrl,
+    allowLocalRedirects: config.allowLocalWebhooks,
+  });
   return {
+    users,
+    consents,
+    consentLinks,
+    consentPages: createConsentPages({
+      links: consentLinks,
+      csrfKey: deriveKey(deps.masterKey, "consent-csrf"),
+      logger,
+    }),
     partners: createPartnerService({ orm, clock }),
     apiKeys: createApiKeyService({ orm, clock, changes }),
     signingKeys: createSigningKeyService({ orm, clock, box, changes }),

@@ -33,6 +33,12 @@ export const errorCodes = {
     rpc: "invalid_argument",
     message: "Unknown event type; use one of the six types, * or a prefix wildcard.",
   },
+  invalid_scope: { http: 400, rpc: "invalid_argument", message: "Unknown consent scope." },
+  invalid_phone_number: {
+    http: 400,
+    rpc: "invalid_argument",
+    message: "The phone number must be in E.164 form, such as +2348012345678.",
+  },
   idempotency_key_required: {
     http: 400,
     rpc: "invalid_argument",
@@ -56,6 +62,11 @@ export const errorCodes = {
     message: "This credential may not perform this action.",
   },
   not_found: { http: 404, rpc: "not_found", message: "No such resource." },
+  consent_link_gone: {
+    http: 410,
+    rpc: "failed_precondition",
+    message: "This consent link has been used, declined or has expired.",
+  },
   sandbox_only: { http: 403, rpc: "permission_denied", message: "This endpoint is for sandbox keys only." },
   method_not_allowed: {
     http: 405,

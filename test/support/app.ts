@@ -5,6 +5,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { ApiKeyService } from "../../gen/internal/v1/api_keys_pb.ts";
 import { PartnerService } from "../../gen/internal/v1/partners_pb.ts";
 import { SigningKeyService } from "../../gen/internal/v1/signing_keys_pb.ts";
+import { ConsentAdminService, UserService } from "../../gen/internal/v1/users_pb.ts";
 import { type App, createApp } from "../../src/app.ts";
 import { type Config, loadConfig } from "../../src/config.ts";
 import type { Clock } from "../../src/platform/clock.ts";
@@ -36,6 +37,8 @@ export interface TestApp {
     partners: Client<typeof PartnerService>;
     apiKeys: Client<typeof ApiKeyService>;
     signingKeys: Client<typeof SigningKeyService>;
+    users: Client<typeof UserService>;
+    consents: Client<typeof ConsentAdminService>;
   };
   stop(): Promise<void>;
 }
@@ -89,6 +92,8 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       partners: internalClient(PartnerService, internalUrl, internalToken),
       apiKeys: internalClient(ApiKeyService, internalUrl, internalToken),
       signingKeys: internalClient(SigningKeyService, internalUrl, internalToken),
+      users: internalClient(UserService, internalUrl, internalToken),
+      consents: internalClient(ConsentAdminService, internalUrl, internalToken),
     },
     stop: () => app.stop(),
   };

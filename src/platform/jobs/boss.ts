@@ -10,6 +10,8 @@ export interface Queues {
   "signing-keys.maintain": Record<string, never>;
   /** Wakes the webhook worker for one delivery; the delivery row says what to do. */
   "webhooks.deliver": { deliveryId: string };
+  /** Expires consents past their expiry, with their events. */
+  "consents.expire": Record<string, never>;
   /** Housekeeping: expired idempotency records, old delivery attempts. */
   "maintenance.hourly": Record<string, never>;
 }
@@ -26,6 +28,7 @@ export const queueOptions: Record<
   // Completed wake-ups carry nothing worth keeping (attempts are recorded on the delivery): drop them soon.
   "webhooks.deliver": { retryLimit: 5, expireInSeconds: 120, notify: true, deleteAfterSeconds: 3_600 },
   "maintenance.hourly": { retryLimit: 2, expireInSeconds: 600, notify: false },
+  "consents.expire": { retryLimit: 2, expireInSeconds: 300, notify: true },
 };
 
 /** Options for {@link startBoss}. */

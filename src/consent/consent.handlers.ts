@@ -1,0 +1,155 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { ConsentAdminService, UserService as UserApi } from "../../gen/internal/v1/users_pb.ts";
+import {
+  Consent_RevokedBy,
+  Consent_Source,
+  Consent_Status,
+  type ConsentService as ConsentApi,
+  ConsentLink_Status,
+  type ConsentLinkSchema,
+  type ConsentSchema,
+} from "../../gen/partner/v1/consents_pb.ts";
+import type { Environment } from "../apikeys/api-key.entity.ts";
+import type { Orm } from "../platform/db/orm.ts";
+import { validationFailed } from "../platform/errors.ts";
+import { callerOf, kTx } from "../platform/rpc/context.ts";
+import type { UserService } from "../users/user.service.ts";
+import type { ConsentRow, ConsentService } from "./consent.service.ts";
+import type { ConsentLinkService, LinkView } from "./consent-link.service.ts";
+
+const ts = (d: Date | null | undefined) => (d ? timestampFromDate(d) : undefined);
+
+/** A consent in the contract's shape. */
+export function toConsent(c: ConsentRow): MessageInitShape<typeof ConsentSchema> {
+  return {
+    id: c.id,
+    userId: c.user_id,
+    status: Consent_Status[c.status],
+    scopes: c.scopes,
+    ledgerWindowDays: c.ledger_window_days,
+    maxLedgerWindowDays: c.max_ledger_window_days,
+    source: Consent_Source[c.source],
+    grantedAt: ts(c.granted_at),
+    expiresAt: ts(c.expires_at),
+    revokedAt: ts(c.revoked_at),
+    revokedBy: c.revoked_by ? Consent_RevokedBy[c.revoked_by] : Consent_RevokedBy.REVOKED_BY_UNSPECIFIED,
+    supersededBy: c.superseded_by ?? "",
+  };
+}
+
+function toLink(l: LinkView): MessageInitShape<typeof ConsentLinkSchema> {
+  return {
+    id: l.id,
+    url: l.url,
+    status: ConsentLink_Status[l.status],
+    phoneNumberLast4: l.phone_last4,
+    scopes: l.scopes,
+    ledgerWindowDays: l.ledger_window_days,
+    maxLedgerWindowDays: l.max_ledger_window_days,
+    expiresAt: ts(l.expires_at),
+    consentId: l.consent_id ?? "",
+    redirectUrl: l.redirect_url ?? "",
+    createdAt: ts(l.created_at),
+    decidedAt: ts(l.decided_at),
+  };
+}
+
+/** `partner.v1.ConsentService`. */
+export function createConsentHandlers(
+  consents: ConsentService,
+  links: ConsentLinkService,
+): ServiceImpl<typeof ConsentApi> {
+  return {
+    async getConsent(req, ctx) {
+      return { consent: toConsent(await consents.get(callerOf(ctx.values), req.id)) };
+    },
+    async getUserConsent(req, ctx) {
+      return { consent: toConsent(await consents.newestForUser(callerOf(ctx.values), req.userId)) };
+    },
+    async revokeConsent(req, ctx) {
+      return {
+        consent: toConsent(await consents.revokeByPartner(callerOf(ctx.values), req.id, ctx.values.get(kTx))),
+      };
+    },
+    async createConsentLink(req, ctx) {
+      const link = await links.create(
+        callerOf(ctx.values),
+        {
+          phoneNumber: req.phoneNumber,
+          scopes: req.scopes,
+          ledgerWindowDays: req.ledgerWindowDays,
+          maxLedgerWindowDays: req.maxLedgerWindowDays,
+          expiresInHours: req.expiresInHours,
+          redirectUrl: req.redirectUrl,
+        },
+        ctx.values.get(kTx),
+      );
+      return { consentLink: toLink(link) };
+    },
+    async getConsentLink(req, ctx) {
+      return { consentLink: toLink(await links.get(callerOf(ctx.values), req.id)) };
+    },
+  };
+}
+
+function environmentOr(value: string, fallback: Environment): Environment {
+  if (value === "") return fallback;
+  if (value === "sandbox" || value === "production") return value;
+  throw validationFailed({ environment: 'must be "sandbox" or "production"' });
+}
+
+/** `internal.v1.UserService`: the platform feeds its users. */
+export function createUserHandlers(users: UserService): ServiceImpl<typeof UserApi> {
+  return {
+    async upsertUser(req) {
+      const { created } = await users.upsert({
+        id: req.id,
+        phoneNumber: req.phoneNumber,
+        segment: req.segment,
+        createdAt: req.createdAt ? timestampDate(req.createdAt) : undefined,
+        environment: environmentOr(req.environment, "production"),
+      });
+      return { id: req.id, created };
+    },
+  };
+}
+
+/** `internal.v1.ConsentAdminService`: the dashboard's grant and revoke. */
+export function createConsentAdminHandlers(
+  consents: ConsentService,
+  users: UserService,
+  orm: Orm,
+): ServiceImpl<typeof ConsentAdminService> {
+  return {
+    async grantConsent(req) {
+      const userEnvironment = (await users.environmentOf(orm.em.fork(), req.userId)) ?? "production";
+      const consent = await consents.grant({
+        partnerId: req.partnerId,
+        environment: environmentOr(req.environment, userEnvironment),
+        userId: req.userId,
+        scopes: req.scopes,
+        ledgerWindowDays: req.ledgerWindowDays,
+        maxLedgerWindowDays: req.maxLedgerWindowDays,
+        source: "DASHBOARD",
+        expiresAt: req.expiresAt ? timestampDate(req.expiresAt) : undefined,
+      });
+      return { consent: toConsent(consent) };
+    },
+    async revokeConsent(req) {
+      return { consent: toConsent(await consents.revokeByUser(req.consentId)) };
+    },
+    async listUserConsents(req) {
+      const rows = await consents.listForUser(req.userId);
+      return {
+        consents: rows.map((r) => ({
+          consent: toConsent(r),
+          partnerId: r.partner_id,
+          partnerName: r.partner_name,
+          environment: r.environment,
+        })),
+      };
+    },
+  };
+}

@@ -1,0 +1,314 @@
+import { createHmac, randomBytes } from "node:crypto";
+import type { IncomingMessage } from "node:http";
+import type { Http2ServerRequest } from "node:http2";
+import { constantTimeEqualStrings } from "../platform/crypto/tokens.ts";
+import { ApiError, isApiError } from "../platform/errors.ts";
+import type { AnyResponse } from "../platform/http/rest-errors.ts";
+import { restErrorBody } from "../platform/http/rest-errors.ts";
+import type { Logger } from "../platform/logger.ts";
+import type { ConsentLinkService, LinkView, PageView } from "./consent-link.service.ts";
+import { describeScope, isScope } from "./scopes.ts";
+
+type Req = IncomingMessage | Http2ServerRequest;
+
+/** Options for {@link createConsentPages}. */
+export interface ConsentPagesOptions {
+  links: ConsentLinkService;
+  /** Key of the anti-forgery tokens (derived from the master key). */
+  csrfKey: Buffer;
+  logger: Logger;
+}
+
+const CSRF_COOKIE = "consent_csrf";
+const MAX_FORM_BYTES = 4096;
+
+const escapeHtml = (s: string) =>
+  s.replace(
+    /[&<>"']/g,
+    (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] as string,
+  );
+
+const STYLE = `
+  :root { color-scheme: light; }
+  * { box-sizing: border-box; }
+  body { margin: 0; font: 17px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1a1a1a; background: #f4f5f7; }
+  main { max-width: 34rem; margin: 0 auto; padding: 1.25rem; }
+  .card { background: #fff; border-radius: 12px; padding: 1.25rem; box-shadow: 0 1px 3px rgba(0,0,0,.12); }
+  h1 { font-size: 1.4rem; line-height: 1.3; margin: 0 0 .75rem; }
+  h2 { font-size: 1.05rem; margin: 1.25rem 0 .5rem; }
+  ul { padding-left: 1.2rem; margin: .25rem 0; }
+  li { margin: .4rem 0; }
+  p { margin: .5rem 0; }
+  .muted { color: #4a4f57; font-size: .95rem; }
+  .actions { display: flex; flex-direction: column; gap: .75rem; margin-top: 1.5rem; }
+  button { font: inherit; font-weight: 600; min-height: 48px; border-radius: 10px; border: 2px solid #0b5cad; cursor: pointer; padding: .6rem 1rem; }
+  button.accept { background: #0b5cad; color: #fff; }
+  button.decline { background: #fff; color: #0b5cad; }
+  button:focus-visible { outline: 3px solid #1a1a1a; outline-offset: 2px; }
+  @media (min-width: 30rem) { .actions { flex-direction: row-reverse; } .actions button { flex: 1; } }
+`;
+
+function layout(title: string, body: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex">
+<title>${escapeHtml(title)}</title>
+<style>${STYLE}</style>
+</head>
+<body>
+<main>
+<div class="card">
+${body}
+</div>
+</main>
+</body>
+</html>`;
+}
+
+function consentForm(view: PageView, csrf: string, token: string): string {
+  const { link, partnerName } = view;
+  const name = escapeHtml(partnerName);
+  const items = link.scopes
+    .filter(isScope)
+    .map((s) => `<li>${escapeHtml(describeScope(s, link.max_ledger_window_days))}</li>`)
+    .join("\n");
+  return layout(
+    `${partnerName} asks to see your information`,
+    `<h1>${name} asks to see some of your information</h1>
+<p>${name} will use it to decide on a loan for you. You can withdraw this permission at any time in your app.</p>
+<h2>What ${name} will see</h2>
+<ul>
+${items}
+</ul>
+<h2>For how long</h2>
+<p>Figures cover up to the last ${link.max_ledger_window_days} days (usually ${link.ledger_window_days}). Your permission lasts one year unless you withdraw it sooner.</p>
+<p class="muted">${name} never sees your individual transactions, who you pay or who pays you, your account numbers, BVN, NIN, location or messages. This link ends in ${escapeHtml(link.phone_last4)} and expires ${escapeHtml(link.expires_at.toUTCString())}.</p>
+<form method="post" action="/consent/${escapeHtml(token)}">
+<input type="hidden" name="csrf" value="${escapeHtml(csrf)}">
+<div class="actions">
+<button class="accept" type="submit" name="decision" value="accept">Allow ${name} to see this</button>
+<button class="decline" type="submit" name="decision" value="decline">Don't allow</button>
+</div>
+</form>`,
+  );
+}
+
+function message(title: string, text: string): string {
+  return layout(title, `<h1>${escapeHtml(title)}</h1>\n<p>${escapeHtml(text)}</p>`);
+}
+
+function gonePage(link: LinkView): string {
+  switch (link.status) {
+    case "ACCEPTED":
+      return message("This link has already been used", "You already allowed this. Nothing more to do here.");
+    case "DECLINED":
+      return message(
+        "This link has already been used",
+        "You chose not to allow this. The link cannot be used again.",
+      );
+    default:
+      return message("This link has expired", "Ask the lender to send you a new link.");
+  }
+}
+
+function wantsJson(req: Req): boolean {
+  return (
+    /application\/json/.test(String(req.headers.accept ?? "")) &&
+    !/text\/html/.test(String(req.headers.accept ?? ""))
+  );
+}
+
+function cookie(req: Req, name: string): string | undefined {
+  for (const part of String(req.headers.cookie ?? "").split(";")) {
+    const at = part.indexOf("=");
+    if (at > 0 && part.slice(0, at).trim() === name) return part.slice(at + 1).trim();
+  }
+  return undefined;
+}
+
+async function readForm(req: Req): Promise<URLSearchParams> {
+  const type = String(req.headers["content-type"] ?? "");
+  if (!/^application\/x-www-form-urlencoded\s*(;|$)/i.test(type))
+    throw new ApiError("unsupported_media_type", "Send the form.");
+  let size = 0;
+  const chunks: Buffer[] = [];
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_FORM_BYTES) throw new ApiError("payload_too_large");
+    chunks.push(chunk);
+  }
+  return new URLSearchParams(Buffer.concat(chunks).toString("utf8"));
+}
+
+/**
+ * The hosted consent page: server-rendered HTML that works without JavaScript, fits a small phone screen,
+ * and refuses cross-site form posts (a SameSite=Strict cookie whose value the form must echo, signed with
+ * the link's token, and Origin / Sec-Fetch-Site checks).
+ */
+export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptions) {
+  const sign = (token: string, nonce: string) =>
+    createHmac("sha256", csrfKey).update(`${token}.${nonce}`).digest("hex");
+
+  const send = (res: AnyResponse, status: number, html: string, extra: Record<string, string> = {}) => {
+    res.statusCode = status;
+    const headers: Record<string, string> = {
+      "content-type": "text/html; charset=utf-8",
+      "cache-control": "no-store",
+      "referrer-policy": "no-referrer",
+      "x-content-type-options": "nosniff",
+      "x-frame-options": "DENY",
+      "content-security-policy":
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+      ...extra,
+    };
+    for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+    res.setHeader("content-length", Buffer.byteLength(html));
+    res.end(html);
+  };
+
+  const fail = (req: Req, res: AnyResponse, requestId: string, err: ApiError, html: string) => {
+    if (wantsJson(req)) {
+      const body = restErrorBody(err, requestId);
+      res.statusCode = err.httpStatus;
+      res.setHeader("content-type", "application/json; charset=utf-8");
+      res.setHeader("content-length", Buffer.byteLength(body));
+      res.end(body);
+      return;
+    }
+    send(res, err.httpStatus, html);
+  };
+
+  /** The request comes from our own page: same origin, by every signal the browser gives. */
+  const sameSite = (req: Req): boolean => {
+    const site = req.headers["sec-fetch-site"];
+    if (site !== undefined && site !== "same-origin" && site !== "none") return false;
+    const origin = req.headers.origin;
+    if (origin === undefined) return true;
+    const host = req.headers.host ?? (req as Http2ServerRequest).authority;
+    try {
+      return new URL(String(origin)).host === host;
+    } catch {
+      return false;
+    }
+  };
+
+  return {
+    /** Serves `GET` and `POST /consent/{token}`. */
+    async handle(req: Req, res: AnyResponse, requestId: string): Promise<void> {
+      const token = decodeURIComponent((req.url ?? "").split("?")[0]?.slice("/consent/".length) ?? "");
+      try {
+        if (req.method === "GET" || req.method === "HEAD") {
+          const view = await links.page(token);
+          if (view.link.status !== "PENDING") {
+            return fail(req, res, requestId, new ApiError("consent_link_gone"), gonePage(view.link));
+          }
+          const nonce = randomBytes(18).toString("base64url");
+          const secure = view.link.url.startsWith("https:") ? "; Secure" : "";
+          // Browsers apply form-action to the redirect that follows the post, so the partner's page is allowed.
+          const redirectOrigin = view.link.redirect_url ? ` ${new URL(view.link.redirect_url).origin}` : "";
+          return send(res, 200, consentForm(view, sign(token, nonce), token), {
+            "set-cookie": `${CSRF_COOKIE}=${nonce}; Path=/consent; HttpOnly; SameSite=Strict; Max-Age=3600${secure}`,
+            "content-security-policy": `default-src 'none'; style-src 'unsafe-inline'; form-action 'self'${redirectOrigin}; frame-ancestors 'none'; base-uri 'none'`,
+          });
+        }
+        if (req.method !== "POST") {
+          res.setHeader("allow", "GET, POST");
+          return send(res, 405, message("Not allowed", "Open the link in your browser."));
+        }
+        const form = await readForm(req);
+        const nonce = cookie(req, CSRF_COOKIE);
+        const presented = form.get("csrf") ?? "";
+        if (!sameSite(req) || !nonce || !constantTimeEqualStrings(presented, sign(token, nonce))) {
+          logger.warn("refused a consent form post that did not come from the consent page", { requestId });
+          return fail(
+            req,
+            res,
+            requestId,
+            new ApiError("permission_denied", "This form was not sent from the consent page."),
+            message(
+              "Please open the link again",
+              "For your safety this request was refused. Open the link from your messages and try again.",
+            ),
+          );
+        }
+        const decision = form.get("decision");
+        if (decision !== "accept" && decision !== "decline") {
+          return fail(
+            req,
+            res,
+            requestId,
+            new ApiError("invalid_request", "Choose allow or don't allow."),
+            message("Please choose", "Choose allow or don't allow."),
+          );
+        }
+        const result = await links.decide(token, decision === "accept");
+        if (result.outcome === "no_account") {
+          return send(
+            res,
+            409,
+            message(
+              "We could not find your account",
+              "This link was sent to a phone number that has no account on the platform. Contact the lender.",
+            ),
+          );
+        }
+        const redirect = result.link.redirect_url;
+        if (redirect) {
+          const to = new URL(redirect);
+          to.searchParams.set("outcome", result.outcome);
+          to.searchParams.set("consent_link_id", result.link.id);
+          res.statusCode = 303;
+          res.setHeader("location", to.toString());
+          res.setHeader("cache-control", "no-store");
+          res.setHeader("content-length", 0);
+          return void res.end("");
+        }
+        return send(
+          res,
+          200,
+          result.outcome === "accepted"
+            ? message(
+                "Thank you",
+                "You allowed the lender to see the information listed. You can withdraw this at any time in your app.",
+              )
+            : message("Done", "You chose not to allow this. The lender will not see your information."),
+        );
+      } catch (err) {
+        if (isApiError(err) && err.code === "consent_link_gone") {
+          const view = await links.page(token).catch(() => undefined);
+          return fail(
+            req,
+            res,
+            requestId,
+            err,
+            view
+              ? gonePage(view.link)
+              : message("This link has expired", "Ask the lender to send you a new link."),
+          );
+        }
+        if (isApiError(err) && err.code === "not_found") {
+          return fail(
+            req,
+            res,
+            requestId,
+            err,
+            message("Link not found", "Check that you opened the whole link from your messages."),
+          );
+        }
+        if (isApiError(err))
+          return fail(req, res, requestId, err, message("Something is not right", err.message));
+        logger.error("consent page failed", { requestId, err });
+        return fail(
+          req,
+          res,
+          requestId,
+          new ApiError("internal"),
+          message("Something went wrong", "Please try again in a moment."),
+        );
+      }
+    },
+  };
+}

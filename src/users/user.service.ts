@@ -1,0 +1,98 @@
+import type { Environment } from "../apikeys/api-key.entity.ts";
+import { isE164, last4 } from "../consent/phone.ts";
+import type { Clock } from "../platform/clock.ts";
+import { keyedHash } from "../platform/crypto/keys.ts";
+import type { SecretBox } from "../platform/crypto/secret-box.ts";
+import type { Em, Orm } from "../platform/db/orm.ts";
+import { sql } from "../platform/db/sql.ts";
+import { ApiError, validationFailed } from "../platform/errors.ts";
+
+/** The platform's user segments. */
+export const segments = ["trader", "salaried", "gig", "other"] as const;
+/** A user segment. */
+export type Segment = (typeof segments)[number];
+
+/** A user as the platform sends it. */
+export interface UserInput {
+  id: string;
+  phoneNumber: string;
+  segment: string;
+  createdAt: Date | undefined;
+  environment: Environment;
+}
+
+const USER_ID = /^usr_[0-9A-Za-z]{1,64}$/;
+
+/** What {@link createUserService} returns. */
+export type UserService = ReturnType<typeof createUserService>;
+
+/** Users fed by the platform. Phone numbers are sealed; a keyed hash matches consent links to people. */
+export function createUserService(o: { orm: Orm; clock: Clock; box: SecretBox; phoneKey: Buffer }) {
+  const phoneHash = (phone: string) => keyedHash(o.phoneKey, phone);
+  return {
+    phoneHash,
+
+    /** True when the id has the form user ids take. */
+    isUserId: (id: string) => USER_ID.test(id),
+
+    async upsert(input: UserInput): Promise<{ created: boolean }> {
+      const problems: Record<string, string> = {};
+      if (!USER_ID.test(input.id)) problems.id = "must be usr_ followed by up to 64 letters and digits";
+      if (!isE164(input.phoneNumber)) problems.phoneNumber = "must be an E.164 number such as +2348012345678";
+      if (!(segments as readonly string[]).includes(input.segment))
+        problems.segment = `must be one of ${segments.join(", ")}`;
+      if (Object.keys(problems).length) throw validationFailed(problems);
+      const now = o.clock.now();
+      try {
+        const [row] = await sql<{ created: boolean }>(
+          o.orm.em.fork(),
+          `insert into users (id, environment, phone_hash, phone_enc, phone_last4, segment, created_at, updated_at)
+           values ($1, $2, $3, $4, $5, $6, $7, $8)
+           on conflict (id) do update
+             set phone_hash = excluded.phone_hash, phone_enc = excluded.phone_enc, phone_last4 = excluded.phone_last4,
+                 segment = excluded.segment, updated_at = excluded.updated_at
+             where users.environment = excluded.environment
+           returning (xmax = 0) as created`,
+          [
+            input.id,
+            input.environment,
+            phoneHash(input.phoneNumber),
+            o.box.seal(Buffer.from(input.phoneNumber), `user-phone:${input.id}`),
+            last4(input.phoneNumber),
+            input.segment,
+            input.createdAt ?? now,
+            now,
+          ],
+        );
+        if (!row) throw new ApiError("conflict", `User ${input.id} exists in the other environment.`);
+        return { created: row.created };
+      } catch (err) {
+        if ((err as { code?: string }).code === "23505") {
+          throw new ApiError("conflict", "Another user of this environment has this phone number.");
+        }
+        throw err;
+      }
+    },
+
+    /** The user's environment, or undefined when there is no such user. */
+    async environmentOf(em: Em, userId: string): Promise<Environment | undefined> {
+      if (!USER_ID.test(userId)) return undefined;
+      const [row] = await sql<{ environment: Environment }>(
+        em,
+        "select environment from users where id = $1",
+        [userId],
+      );
+      return row?.environment;
+    },
+
+    /** The user with this phone number in the environment. */
+    async byPhone(em: Em, environment: Environment, phoneHashValue: Buffer): Promise<string | undefined> {
+      const [row] = await sql<{ id: string }>(
+        em,
+        "select id from users where environment = $1 and phone_hash = $2",
+        [environment, phoneHashValue],
+      );
+      return row?.id;
+    },
+  };
+}
