@@ -157,7 +157,8 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
     const headers: Record<string, string> = {
       "content-type": "text/html; charset=utf-8",
       "cache-control": "no-store",
-      "referrer-policy": "no-referrer",
+      // same-origin, not no-referrer: with no-referrer browsers send `Origin: null` on the form post.
+      "referrer-policy": "same-origin",
       "x-content-type-options": "nosniff",
       "x-frame-options": "DENY",
       "content-security-policy":
@@ -187,6 +188,7 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
     if (site !== undefined && site !== "same-origin" && site !== "none") return false;
     const origin = req.headers.origin;
     if (origin === undefined) return true;
+    if (origin === "null") return site === "same-origin";
     const host = req.headers.host ?? (req as Http2ServerRequest).authority;
     try {
       return new URL(String(origin)).host === host;
