@@ -2,11 +2,13 @@ import { createContextValues } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.ts";
 import { ApiKeyService } from "../gen/internal/v1/api_keys_pb.ts";
+import { IngestService } from "../gen/internal/v1/ingest_pb.ts";
 import { PartnerService } from "../gen/internal/v1/partners_pb.ts";
 import { SigningKeyService } from "../gen/internal/v1/signing_keys_pb.ts";
 import { ConsentAdminService, UserService } from "../gen/internal/v1/users_pb.ts";
 import { ConsentService } from "../gen/partner/v1/consents_pb.ts";
 import { KeysService } from "../gen/partner/v1/keys_pb.ts";
+import { SnapshotService } from "../gen/partner/v1/snapshots_pb.ts";
 import { WebhookService } from "../gen/partner/v1/webhooks_pb.ts";
 import { createApiKeyHandlers } from "./apikeys/api-key.handlers.ts";
 import type { Config } from "./config.ts";
@@ -30,6 +32,7 @@ import { edgeInterceptor } from "./platform/rpc/interceptor.ts";
 import { createReflection } from "./platform/rpc/reflection.ts";
 import type { Services } from "./services.ts";
 import { createKeysHandlers, createSigningKeyAdminHandlers } from "./signing/keys.handlers.ts";
+import { createIngestHandlers, createSnapshotHandlers } from "./snapshot/snapshot.handlers.ts";
 import { createWebhookHandlers } from "./webhooks/webhooks.handlers.ts";
 
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -99,6 +102,7 @@ export function partnerServices(services: Services): ServiceBinding[] {
       service: WebhookService,
       impl: replayable(createWebhookHandlers(services.webhooks, services.deliveries)) as never,
     },
+    { service: SnapshotService, impl: createSnapshotHandlers(services.snapshots) as never },
     {
       service: ConsentService,
       impl: replayable(createConsentHandlers(services.consents, services.consentLinks)) as never,
@@ -159,6 +163,7 @@ export async function startListeners(o: ListenerOptions) {
     { service: ApiKeyService, impl: createApiKeyHandlers(services.apiKeys, o.clock) as never },
     { service: SigningKeyService, impl: createSigningKeyAdminHandlers(services.signingKeys) as never },
     { service: UserService, impl: createUserHandlers(services.users) as never },
+    { service: IngestService, impl: createIngestHandlers(services.ledger, services.standing) as never },
     {
       service: ConsentAdminService,
       impl: createConsentAdminHandlers(services.consents, services.users, o.orm) as never,

@@ -5,6 +5,7 @@ import { createConsentPages } from "./consent/consent.page.ts";
 import { createConsentService } from "./consent/consent.service.ts";
 import { createConsentLinkService } from "./consent/consent-link.service.ts";
 import { createIdempotencyService } from "./idempotency/idempotency.service.ts";
+import { createLedgerService } from "./ledger/ledger.service.ts";
 import { createPartnerService } from "./partners/partner.service.ts";
 import type { Clock } from "./platform/clock.ts";
 import { deriveKey } from "./platform/crypto/keys.ts";
@@ -14,6 +15,8 @@ import type { Orm } from "./platform/db/orm.ts";
 import type { Logger } from "./platform/logger.ts";
 import { createRateLimiter } from "./ratelimit/rate-limiter.ts";
 import { createSigningKeyService } from "./signing/signing-key.service.ts";
+import { createSnapshotService } from "./snapshot/snapshot.service.ts";
+import { createStandingService } from "./standing/standing.service.ts";
 import { createUserService } from "./users/user.service.ts";
 import { createDeliveriesService } from "./webhooks/deliveries.service.ts";
 import { createDeliveryWorker } from "./webhooks/delivery.worker.ts";
@@ -63,7 +66,15 @@ export function createServices(deps: ServiceDeps) {
     publicUrl: deps.publicUrl,
     allowLocalRedirects: config.allowLocalWebhooks,
   });
+  const signingKeys = createSigningKeyService({ orm, clock, box, changes });
   return {
+    ledger: createLedgerService({
+      orm,
+      clock,
+      counterpartyKey: deriveKey(deps.masterKey, "counterparty-hash"),
+    }),
+    standing: createStandingService({ orm, clock, outbox }),
+    snapshots: createSnapshotService({ orm, clock, signingKeys }),
     users,
     consents,
     consentLinks,
@@ -74,7 +85,7 @@ export function createServices(deps: ServiceDeps) {
     }),
     partners: createPartnerService({ orm, clock }),
     apiKeys: createApiKeyService({ orm, clock, changes }),
-    signingKeys: createSigningKeyService({ orm, clock, box, changes }),
+    signingKeys,
     rateLimiter: createRateLimiter({ orm, limits: config.rateLimits }),
     idempotency: createIdempotencyService({ orm, clock, box }),
     outbox,

@@ -33,6 +33,11 @@ export const errorCodes = {
     rpc: "invalid_argument",
     message: "Unknown event type; use one of the six types, * or a prefix wildcard.",
   },
+  invalid_ledger_window: {
+    http: 400,
+    rpc: "invalid_argument",
+    message: "ledger_window_days must be a whole number of days from 1 to 365.",
+  },
   invalid_scope: { http: 400, rpc: "invalid_argument", message: "Unknown consent scope." },
   invalid_phone_number: {
     http: 400,
@@ -66,6 +71,26 @@ export const errorCodes = {
     http: 410,
     rpc: "failed_precondition",
     message: "This consent link has been used, declined or has expired.",
+  },
+  consent_required: {
+    http: 403,
+    rpc: "permission_denied",
+    message: "The user has not given this partner consent in this environment; send a consent link.",
+  },
+  consent_revoked: {
+    http: 403,
+    rpc: "permission_denied",
+    message: "The user's consent has been revoked; read the consent, then ask again with a consent link.",
+  },
+  consent_expired: {
+    http: 403,
+    rpc: "permission_denied",
+    message: "The user's consent has expired; ask again with a consent link.",
+  },
+  ledger_window_exceeds_consent: {
+    http: 403,
+    rpc: "permission_denied",
+    message: "ledger_window_days is larger than the consent's maxLedgerWindowDays.",
   },
   sandbox_only: { http: 403, rpc: "permission_denied", message: "This endpoint is for sandbox keys only." },
   method_not_allowed: {

@@ -3,6 +3,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import { type Client, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { ApiKeyService } from "../../gen/internal/v1/api_keys_pb.ts";
+import { IngestService } from "../../gen/internal/v1/ingest_pb.ts";
 import { PartnerService } from "../../gen/internal/v1/partners_pb.ts";
 import { SigningKeyService } from "../../gen/internal/v1/signing_keys_pb.ts";
 import { ConsentAdminService, UserService } from "../../gen/internal/v1/users_pb.ts";
@@ -39,6 +40,7 @@ export interface TestApp {
     signingKeys: Client<typeof SigningKeyService>;
     users: Client<typeof UserService>;
     consents: Client<typeof ConsentAdminService>;
+    ingest: Client<typeof IngestService>;
   };
   stop(): Promise<void>;
 }
@@ -94,6 +96,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       signingKeys: internalClient(SigningKeyService, internalUrl, internalToken),
       users: internalClient(UserService, internalUrl, internalToken),
       consents: internalClient(ConsentAdminService, internalUrl, internalToken),
+      ingest: internalClient(IngestService, internalUrl, internalToken),
     },
     stop: () => app.stop(),
   };

@@ -130,8 +130,35 @@ function assign(target: Record<string, JsonValue>, names: string[], value: JsonV
   }
 }
 
+const INTEGER_TYPES = new Set([
+  ScalarType.INT32,
+  ScalarType.SINT32,
+  ScalarType.SFIXED32,
+  ScalarType.UINT32,
+  ScalarType.FIXED32,
+]);
+
+/** Contract error codes for query parameters that must be integers (CONTRACT.md §3 `invalid_ledger_window`). */
+const integerFieldCodes: Record<string, "invalid_ledger_window"> = {
+  "partner.v1.GetSnapshotRequest.ledger_window_days": "invalid_ledger_window",
+};
+
 /** A query or path string as the JSON value the field's parser expects. */
 function scalarFromString(field: DescField, raw: string): JsonValue {
+  if (
+    (field.fieldKind === "scalar" || field.fieldKind === "list") &&
+    field.scalar !== undefined &&
+    INTEGER_TYPES.has(field.scalar)
+  ) {
+    const n = Number(raw);
+    if (!/^-?\d{1,10}$/.test(raw) || n > 2_147_483_647 || n < -2_147_483_648) {
+      const code = integerFieldCodes[`${field.parent.typeName}.${field.name}`];
+      throw code
+        ? new ApiError(code)
+        : new ApiError("invalid_argument", `"${field.name}" must be an integer.`);
+    }
+    return n;
+  }
   if ((field.fieldKind === "scalar" || field.fieldKind === "list") && field.scalar === ScalarType.BOOL) {
     if (raw === "true" || raw === "1") return true;
     if (raw === "false" || raw === "0") return false;
@@ -266,6 +293,18 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
         );
       }
       const output = await edge.invoke(call, request, async () => route.fn(request, ctx));
+      if (route.method.output.typeName === "google.api.HttpBody") {
+        // google.api.HttpBody: the handler's bytes are the response, as they are.
+        const body = output as { contentType: string; data: Uint8Array };
+        ctx.responseHeader.forEach((v, k) => {
+          res.setHeader(k, v);
+        });
+        res.setHeader("content-type", body.contentType);
+        res.setHeader("content-length", body.data.byteLength);
+        res.statusCode = 200;
+        res.end(Buffer.from(body.data.buffer, body.data.byteOffset, body.data.byteLength) as never);
+        return;
+      }
       const message = create(route.method.output, output as never);
       // A handler that returns the very message it returned before (a cached, immutable response) gets
       // the JSON made the first time.

@@ -1,0 +1,177 @@
+import { verifyAsync } from "@noble/ed25519";
+import { canonicalJson } from "./canonical-json.ts";
+
+/**
+ * Verifying snapshots before they reach a model (SPEC.md "Snapshot signature"). Runs in Node and in
+ * browsers (`@noble/ed25519` over WebCrypto).
+ *
+ * ```ts
+ * const verifier = createSnapshotVerifier({ baseUrl, apiKey, environment: "production" });
+ * const snapshot = await verifier.verify(await res.text()); // throws SnapshotVerificationError on any doubt
+ * ```
+ */
+
+/** SPEC.md: keys may be cached for at most 4 hours. */
+export const MAX_KEY_CACHE_MS = 4 * 3_600_000;
+
+/** Why a snapshot was rejected. */
+export type SnapshotVerificationErrorCode =
+  | "malformed"
+  | "unsupported_algorithm"
+  | "environment_mismatch"
+  | "unknown_kid"
+  | "bad_signature"
+  | "keys_unavailable";
+
+/** A snapshot that must not be used. */
+export class SnapshotVerificationError extends Error {
+  override readonly name = "SnapshotVerificationError";
+  readonly code: SnapshotVerificationErrorCode;
+  constructor(code: SnapshotVerificationErrorCode, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** An environment a verifier is pinned to. */
+export type SnapshotEnvironment = "sandbox" | "production";
+
+/** A published signing key (GET /partner/v1/keys). */
+export interface PublishedKey {
+  kid: string;
+  alg: string;
+  environment: string;
+  sandbox: boolean;
+  publicKey: string;
+  status: string;
+  notBefore?: string;
+  notAfter?: string;
+}
+
+/** Options for {@link createSnapshotVerifier}. */
+export interface SnapshotVerifierOptions {
+  /** The environment this verifier accepts; a snapshot signed under the other one is rejected. */
+  environment: SnapshotEnvironment;
+  /** Base URL of the API (keys are read from `${baseUrl}/partner/v1/keys`). */
+  baseUrl?: string;
+  /** The API key of the same environment. */
+  apiKey?: string;
+  /** Or supply the key document yourself. */
+  fetchKeys?: () => Promise<{ keys: PublishedKey[] }>;
+  /** How long fetched keys are trusted; capped at 4 hours. */
+  cacheMs?: number;
+  /** Clock in milliseconds; `Date.now` by default. */
+  now?: () => number;
+  fetch?: typeof fetch;
+}
+
+/** A verifier that caches keys, refetches once on an unknown kid, and pins the environment. */
+export interface SnapshotVerifier {
+  /** Verifies the snapshot (the raw JSON text, or the parsed object) and returns it parsed. */
+  verify<T extends Record<string, unknown> = Record<string, unknown>>(
+    snapshot: string | Record<string, unknown>,
+  ): Promise<T>;
+}
+
+function fromBase64Url(value: string): Uint8Array {
+  const b64 = value.replace(/-/g, "+").replace(/_/g, "/");
+  const binary = atob(b64 + "=".repeat((4 - (b64.length % 4)) % 4));
+  return Uint8Array.from(binary, (c) => c.charCodeAt(0));
+}
+
+/** Creates a snapshot verifier. */
+export function createSnapshotVerifier(options: SnapshotVerifierOptions): SnapshotVerifier {
+  const now = options.now ?? Date.now;
+  const cacheMs = Math.min(options.cacheMs ?? MAX_KEY_CACHE_MS, MAX_KEY_CACHE_MS);
+  const doFetch = options.fetch ?? globalThis.fetch;
+  const fetchKeys =
+    options.fetchKeys ??
+    (async () => {
+      if (!options.baseUrl || !options.apiKey)
+        throw new Error("createSnapshotVerifier needs baseUrl and apiKey, or fetchKeys");
+      const res = await doFetch(`${options.baseUrl.replace(/\/+$/, "")}/partner/v1/keys`, {
+        headers: { authorization: `Bearer ${options.apiKey}` },
+      });
+      if (!res.ok) throw new Error(`GET /partner/v1/keys answered ${res.status}`);
+      return (await res.json()) as { keys: PublishedKey[] };
+    });
+  let cache: { at: number; keys: Map<string, PublishedKey> } | undefined;
+
+  const load = async (): Promise<Map<string, PublishedKey>> => {
+    try {
+      const doc = await fetchKeys();
+      cache = { at: now(), keys: new Map(doc.keys.map((k) => [k.kid, k])) };
+      return cache.keys;
+    } catch (err) {
+      throw new SnapshotVerificationError(
+        "keys_unavailable",
+        `could not fetch the signing keys: ${(err as Error).message}`,
+      );
+    }
+  };
+
+  const keyFor = async (kid: string): Promise<PublishedKey> => {
+    const cached = cache && now() - cache.at < cacheMs ? cache.keys : undefined;
+    let key = (cached ?? (await load())).get(kid);
+    // A key published after the cache was filled (a rotation): refetch once, not on every snapshot.
+    if (!key && cached) key = (await load()).get(kid);
+    if (!key) throw new SnapshotVerificationError("unknown_kid", `no published key ${kid}`);
+    return key;
+  };
+
+  return {
+    async verify<T extends Record<string, unknown>>(snapshot: string | Record<string, unknown>): Promise<T> {
+      let doc: Record<string, unknown>;
+      try {
+        doc =
+          typeof snapshot === "string" ? (JSON.parse(snapshot) as Record<string, unknown>) : { ...snapshot };
+      } catch {
+        throw new SnapshotVerificationError("malformed", "the snapshot is not JSON");
+      }
+      const sig = doc.signature as { alg?: unknown; kid?: unknown; value?: unknown } | undefined;
+      if (!sig || typeof sig.kid !== "string" || typeof sig.value !== "string") {
+        throw new SnapshotVerificationError("malformed", "the snapshot has no signature");
+      }
+      if (sig.alg !== "Ed25519")
+        throw new SnapshotVerificationError("unsupported_algorithm", `unexpected alg ${String(sig.alg)}`);
+      if (doc.environment !== options.environment) {
+        throw new SnapshotVerificationError(
+          "environment_mismatch",
+          `a ${String(doc.environment)} snapshot, this verifier is for ${options.environment}`,
+        );
+      }
+      const key = await keyFor(sig.kid);
+      const sandboxKey = key.sandbox === true || key.environment === "sandbox";
+      if ((options.environment === "production") === sandboxKey || key.environment !== options.environment) {
+        throw new SnapshotVerificationError(
+          "environment_mismatch",
+          `key ${key.kid} belongs to ${key.environment}`,
+        );
+      }
+      if (key.alg !== "Ed25519")
+        throw new SnapshotVerificationError("unsupported_algorithm", `key ${key.kid} is ${key.alg}`);
+      const { signature: _omit, ...unsigned } = doc;
+      let message: Uint8Array;
+      let signature: Uint8Array;
+      let publicKey: Uint8Array;
+      try {
+        message = new TextEncoder().encode(canonicalJson(unsigned));
+        signature = fromBase64Url(sig.value);
+        publicKey = fromBase64Url(key.publicKey);
+      } catch (err) {
+        throw new SnapshotVerificationError("malformed", (err as Error).message);
+      }
+      if (signature.length !== 64 || publicKey.length !== 32)
+        throw new SnapshotVerificationError("malformed", "bad signature or key length");
+      let ok = false;
+      try {
+        ok = await verifyAsync(signature, message, publicKey);
+      } catch {
+        ok = false;
+      }
+      if (!ok)
+        throw new SnapshotVerificationError("bad_signature", "the signature does not match the snapshot");
+      return doc as T;
+    },
+  };
+}
