@@ -151,6 +151,11 @@ export function createConsentService({ orm, clock, outbox }: { orm: Orm; clock: 
           ? await sql(tx, "select 1 from partners where id = $1", [input.partnerId])
           : [];
         if (partner.length === 0) throw new ApiError("not_found", `No partner ${input.partnerId}.`);
+        // Grants for one person, partner and environment take turns, so two at once cannot both see
+        // "no active consent" and collide on the one-active index.
+        await sql(tx, "select pg_advisory_xact_lock(hashtextextended($1, 0))", [
+          `consent:${input.partnerId}:${input.environment}:${input.userId}`,
+        ]);
         const id = newId("cns");
         const superseded = await sql<{ id: string }>(
           tx,

@@ -153,6 +153,8 @@ export function createStandingService({ orm, clock, outbox }: { orm: Orm; clock:
         if (!["NONE", "BASIC", "FULL"].includes(u.level))
           throw validationFailed({ [`updates[${i}].level`]: "must be NONE, BASIC or FULL" });
       });
+      // A user sent twice in one batch: the later entry wins, as it would in two calls.
+      updates = [...new Map(updates.map((u) => [u.userId, u])).values()];
       if (updates.length === 0) return 0;
       const em = orm.em.fork();
       const ids = updates.map((u) => u.userId);

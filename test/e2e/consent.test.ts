@@ -122,6 +122,25 @@ describe("dashboard consent", () => {
   });
 });
 
+describe("concurrent grants", () => {
+  it("leave exactly one ACTIVE consent, every grant succeeding", async () => {
+    const u = await createUser(t);
+    const results = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        t.internal.consents.grantConsent({
+          userId: u.userId,
+          partnerId: a.partnerId,
+          scopes: ["standing"],
+          ledgerWindowDays: 30,
+        }),
+      ),
+    );
+    expect(new Set(results.map((r) => r.consent?.id)).size).toBe(10);
+    const list = await t.internal.consents.listUserConsents({ userId: u.userId });
+    expect(list.consents.filter((c) => c.consent?.status === 1 /* ACTIVE */)).toHaveLength(1);
+  });
+});
+
 describe("consent links", () => {
   it("validates every field with the contract's codes", async () => {
     const ok = { phoneNumber: "+2348011112222", scopes: ["standing"], ledgerWindowDays: 30 };

@@ -1,0 +1,228 @@
+// Benchmark of snapshot reads and ledger ingest (issue: snapshots). Not a test: `npm run bench:snapshot`.
+// Generates BENCH_USERS users (default 10,000) with ledgers over 400 days: BENCH_HEAVY heavy traders (100)
+// with BENCH_HEAVY_ENTRIES entries each (50,000), the others BENCH_LIGHT_ENTRIES each (50): 5.5 M entries,
+// ingested over the internal gRPC API. Then full-scope snapshot reads over REST with mixed windows
+// (30, 90, 365 days; heavy traders included): p50/p99 at 200 req/s, and saturation throughput.
+// Bars: ingest >= 20,000 entries/s; p50 <= 5 ms and p99 <= 25 ms at 200 req/s; >= 1,500 req/s saturation.
+import { randomBytes, randomInt } from "node:crypto";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { createClient, type Interceptor } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import autocannon from "autocannon";
+import { ApiKeyService } from "../gen/internal/v1/api_keys_pb.ts";
+import {
+  IngestService,
+  LedgerEntry_Direction,
+  type LedgerEntrySchema,
+} from "../gen/internal/v1/ingest_pb.ts";
+import { PartnerService } from "../gen/internal/v1/partners_pb.ts";
+import { ConsentAdminService, UserService } from "../gen/internal/v1/users_pb.ts";
+import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
+import { createLogger } from "../src/platform/logger.ts";
+import { report, startService } from "./support.ts";
+
+const USERS = Number(process.env.BENCH_USERS ?? 10_000);
+const HEAVY = Number(process.env.BENCH_HEAVY ?? 100);
+const HEAVY_ENTRIES = Number(process.env.BENCH_HEAVY_ENTRIES ?? 50_000);
+const LIGHT_ENTRIES = Number(process.env.BENCH_LIGHT_ENTRIES ?? 50);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 15);
+const READ_USERS = Number(process.env.BENCH_READ_USERS ?? 1_000);
+
+const logger = createLogger({ level: "warn", write: (l) => process.stderr.write(`${l}\n`) });
+const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "partner-api-bench-db-"));
+await fs.chmod(dataDir, 0o755);
+const db = await startEmbeddedPostgres({ dataDir, database: "bench", logger });
+const internalToken = randomBytes(24).toString("base64url");
+const service = await startService({
+  DATABASE_URL: db.url,
+  MASTER_KEY: randomBytes(32).toString("hex"),
+  INTERNAL_TOKEN: internalToken,
+  DB_POOL_SIZE: "16",
+});
+
+try {
+  const auth: Interceptor = (next) => (req) => {
+    req.header.set("authorization", `Bearer ${internalToken}`);
+    return next(req);
+  };
+  const transport = createGrpcTransport({ baseUrl: service.internalUrl, interceptors: [auth] });
+  const users = createClient(UserService, transport);
+  const ingest = createClient(IngestService, transport);
+  const consents = createClient(ConsentAdminService, transport);
+  const { partner } = await createClient(PartnerService, transport).createPartner({
+    name: "Bench",
+    feeRateBps: 100,
+  });
+  const { key } = await createClient(ApiKeyService, transport).issueApiKey({
+    partnerId: partner?.id ?? "",
+    environment: "sandbox",
+  });
+
+  const userId = (i: number) => `usr_bench${i}`;
+  for (let i = 0; i < USERS; i += 50) {
+    await Promise.all(
+      Array.from({ length: Math.min(50, USERS - i) }, (_, j) =>
+        users.upsertUser({
+          id: userId(i + j),
+          phoneNumber: `+23470${String(i + j).padStart(8, "0")}`,
+          segment: i + j < HEAVY ? "trader" : (["salaried", "gig", "trader", "other"][(i + j) % 4] as string),
+          environment: "sandbox",
+        }),
+      ),
+    );
+  }
+
+  // Ledger: generated in batches of 2,000, four calls in flight.
+  const now = Date.now();
+  const day = 86_400_000;
+  function* batches() {
+    let batch: MessageInitShape<typeof LedgerEntrySchema>[] = [];
+    for (let u = 0; u < USERS; u++) {
+      const count = u < HEAVY ? HEAVY_ENTRIES : LIGHT_ENTRIES;
+      const parties = u < HEAVY ? 2_000 : 20;
+      for (let n = 0; n < count; n++) {
+        batch.push({
+          id: `e${u}_${n}`,
+          userId: userId(u),
+          amountKobo: BigInt(randomInt(100, 5_000_000)),
+          direction: randomInt(3) === 0 ? LedgerEntry_Direction.OUTFLOW : LedgerEntry_Direction.INFLOW,
+          counterpartyId: `cp${randomInt(parties)}`,
+          channel: "transfer",
+          occurredAt: timestampFromDate(new Date(now - randomInt(0, 400 * day))),
+        });
+        if (batch.length === 2_000) {
+          yield batch;
+          batch = [];
+        }
+      }
+    }
+    if (batch.length) yield batch;
+  }
+  const source = batches();
+  let ingested = 0;
+  const ingestStart = performance.now();
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      for (let next = source.next(); !next.done; next = source.next()) {
+        const res = await ingest.ingestLedgerEntries({ entries: next.value });
+        ingested += res.inserted;
+      }
+    }),
+  );
+  const ingestSeconds = (performance.now() - ingestStart) / 1000;
+  report({
+    bench: "snapshot",
+    figure: "ingest entries per second over the internal gRPC API",
+    entries: ingested,
+    seconds: Number(ingestSeconds.toFixed(1)),
+    entriesPerSecond: Math.round(ingested / ingestSeconds),
+    bar: ">= 20000",
+    meets: ingested / ingestSeconds >= 20_000,
+  });
+
+  // Full-scope consents for every heavy trader and a sample of the others; standing and KYC for all of them.
+  const readers = [
+    ...new Set([
+      ...Array.from({ length: HEAVY }, (_, i) => i),
+      ...Array.from({ length: READ_USERS }, () => randomInt(HEAVY, USERS)),
+    ]),
+  ];
+  const scopes = [
+    "standing",
+    "signals.standing",
+    "signals.work",
+    "signals.cashflow",
+    "ledger",
+    "kyc",
+    "repayment_history",
+  ];
+  for (let i = 0; i < readers.length; i += 20) {
+    await Promise.all(
+      readers
+        .slice(i, i + 20)
+        .map((u) =>
+          consents.grantConsent({
+            userId: userId(u),
+            partnerId: partner?.id ?? "",
+            scopes,
+            ledgerWindowDays: 90,
+            maxLedgerWindowDays: 365,
+          }),
+        ),
+    );
+  }
+  for (let i = 0; i < readers.length; i += 500) {
+    const slice = readers.slice(i, i + 500);
+    await ingest.upsertStanding({
+      updates: slice.map((u) => ({
+        userId: userId(u),
+        tier: "Established",
+        score: 600,
+        scoreVersion: "v3",
+        tenureDays: 300,
+        asOf: timestampFromDate(new Date()),
+      })),
+    });
+    await ingest.upsertKyc({
+      updates: slice.map((u) => ({
+        userId: userId(u),
+        level: "FULL",
+        bvnVerified: true,
+        ninVerified: true,
+        phoneVerified: true,
+      })),
+    });
+  }
+
+  const windows = [30, 90, 365];
+  const paths = readers.flatMap((u) =>
+    windows.map((w) => `/partner/v1/users/${userId(u)}/snapshot?ledger_window_days=${w}`),
+  );
+  let i = 0;
+  const run = (opts: { connections: number; duration: number; overallRate?: number }) =>
+    autocannon({
+      url: service.partnerUrl,
+      ...opts,
+      headers: { authorization: `Bearer ${key}` },
+      requests: [
+        {
+          setupRequest: ((req: Record<string, unknown>) => {
+            req.path = paths[i++ % paths.length];
+            return req;
+          }) as never,
+        },
+      ],
+    });
+  await run({ connections: 10, duration: 3 });
+  const steady = await run({ connections: 20, duration: SECONDS, overallRate: 200 });
+  report({
+    bench: "snapshot",
+    figure: "full-scope snapshot latency at 200 req/s, windows 30/90/365, heavy traders included",
+    requestsPerSecond: Math.round(steady.requests.average),
+    p50Ms: steady.latency.p50,
+    p99Ms: steady.latency.p99,
+    non2xx: steady.non2xx,
+    bar: "p50 <= 5 ms, p99 <= 25 ms",
+    meets: steady.latency.p50 <= 5 && steady.latency.p99 <= 25 && steady.non2xx === 0,
+  });
+  const saturated = await run({ connections: 50, duration: SECONDS });
+  report({
+    bench: "snapshot",
+    figure: "saturation throughput (50 connections)",
+    requestsPerSecond: Math.round(saturated.requests.average),
+    p50Ms: saturated.latency.p50,
+    p99Ms: saturated.latency.p99,
+    non2xx: saturated.non2xx,
+    bar: ">= 1500 req/s",
+    meets: saturated.requests.average >= 1_500 && saturated.non2xx === 0,
+    peakRssMb: await service.peakRssMb(),
+  });
+} finally {
+  await service.stop();
+  await db.stop();
+  await fs.rm(dataDir, { recursive: true, force: true });
+}
