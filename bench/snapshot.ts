@@ -142,17 +142,15 @@ try {
   ];
   for (let i = 0; i < readers.length; i += 20) {
     await Promise.all(
-      readers
-        .slice(i, i + 20)
-        .map((u) =>
-          consents.grantConsent({
-            userId: userId(u),
-            partnerId: partner?.id ?? "",
-            scopes,
-            ledgerWindowDays: 90,
-            maxLedgerWindowDays: 365,
-          }),
-        ),
+      readers.slice(i, i + 20).map((u) =>
+        consents.grantConsent({
+          userId: userId(u),
+          partnerId: partner?.id ?? "",
+          scopes,
+          ledgerWindowDays: 90,
+          maxLedgerWindowDays: 365,
+        }),
+      ),
     );
   }
   for (let i = 0; i < readers.length; i += 500) {
