@@ -70,9 +70,10 @@ export function createLedgerService({
         const missing = users.filter((u) => !known.some((k) => k.id === u));
         throw validationFailed({ userId: `unknown users: ${missing.slice(0, 5).join(", ")}` });
       }
-      const [row] = await sql<{ inserted: number }>(
-        orm.em.fork(),
-        `with input as (
+      const run = () =>
+        sql<{ inserted: number }>(
+          orm.em.fork(),
+          `with input as (
            select * from unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bytea[], $6::text[], $7::timestamptz[])
              as t (id, user_id, amount_kobo, direction, counterparty_hash, channel, occurred_at)
          ),
@@ -91,6 +92,8 @@ export function createLedgerService({
                   coalesce(sum(amount_kobo) filter (where direction = 'OUT'), 0),
                   count(*) filter (where direction = 'OUT')
              from ins group by user_id, day
+            -- The same order in every batch, so concurrent batches lock shared rows in the same order.
+            order by user_id, day
            on conflict (user_id, day) do update
              set inflow_kobo = d.inflow_kobo + excluded.inflow_kobo,
                  inflow_count = d.inflow_count + excluded.inflow_count,
@@ -100,21 +103,32 @@ export function createLedgerService({
          parties as (
            insert into ledger_counterparties as c (user_id, direction, counterparty_hash, first_day, last_day)
            select user_id, direction, counterparty_hash, min(day), max(day) from ins group by user_id, direction, counterparty_hash
+            order by user_id, direction, counterparty_hash
            on conflict (user_id, direction, counterparty_hash) do update
              set first_day = least(c.first_day, excluded.first_day), last_day = greatest(c.last_day, excluded.last_day)
          )
          select count(*)::int as inserted from ins`,
-        [
-          entries.map((e) => e.id),
-          entries.map((e) => e.userId),
-          entries.map((e) => e.amountKobo.toString()),
-          entries.map((e) => e.direction),
-          entries.map((e) => keyedHash(counterpartyKey, `${e.userId}:${e.counterpartyId}`)),
-          entries.map((e) => e.channel),
-          entries.map((e) => e.occurredAt),
-        ],
-      );
-      const inserted = row?.inserted ?? 0;
+          [
+            entries.map((e) => e.id),
+            entries.map((e) => e.userId),
+            entries.map((e) => e.amountKobo.toString()),
+            entries.map((e) => e.direction),
+            entries.map((e) => keyedHash(counterpartyKey, `${e.userId}:${e.counterpartyId}`)),
+            entries.map((e) => e.channel),
+            entries.map((e) => e.occurredAt),
+          ],
+        );
+      // The statement is atomic, so a deadlock with a concurrent batch is retried whole.
+      let rows: { inserted: number }[] = [];
+      for (let attempt = 1; ; attempt++) {
+        try {
+          rows = await run();
+          break;
+        } catch (err) {
+          if ((err as { code?: string }).code !== "40P01" || attempt >= 5) throw err;
+        }
+      }
+      const inserted = rows[0]?.inserted ?? 0;
       return { inserted, duplicates: entries.length - inserted };
     },
   };
