@@ -127,3 +127,56 @@ export async function load(
     errors: r.errors + r.timeouts,
   };
 }
+
+/**
+ * Open-loop load at a fixed rate: one request every 1/rate seconds, whatever the previous ones are doing
+ * (autocannon's `overallRate` releases each second's quota in bursts, which measures its own queueing).
+ * Returns latency percentiles of the responses.
+ */
+export async function paced(
+  base: string,
+  nextPath: () => string,
+  options: { rate: number; seconds: number; headers?: Record<string, string> },
+): Promise<{ sent: number; p50Ms: number; p99Ms: number; non2xx: number; errors: number }> {
+  const http = await import("node:http");
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  const url = new URL(base);
+  const latencies: number[] = [];
+  let non2xx = 0;
+  let errors = 0;
+  const inflight: Promise<void>[] = [];
+  const total = options.rate * options.seconds;
+  const start = performance.now();
+  for (let i = 0; i < total; i++) {
+    const due = start + (i * 1000) / options.rate;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    inflight.push(
+      new Promise<void>((resolve) => {
+        const t0 = performance.now();
+        const req = http.request(
+          { host: url.hostname, port: url.port, path: nextPath(), agent, headers: options.headers },
+          (res) => {
+            res.resume();
+            res.on("end", () => {
+              latencies.push(performance.now() - t0);
+              if ((res.statusCode ?? 0) >= 300) non2xx++;
+              resolve();
+            });
+          },
+        );
+        req.on("error", () => {
+          errors++;
+          resolve();
+        });
+        req.end();
+      }),
+    );
+  }
+  await Promise.all(inflight);
+  agent.destroy();
+  latencies.sort((a, b) => a - b);
+  const pct = (p: number) =>
+    Number((latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? 0).toFixed(2));
+  return { sent: total, p50Ms: pct(0.5), p99Ms: pct(0.99), non2xx, errors };
+}

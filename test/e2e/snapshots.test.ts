@@ -257,6 +257,16 @@ describe("ledger figures", () => {
     }
   });
 
+  it("takes concurrent batches for the same user without deadlocks or lost updates", async () => {
+    const u = await createUser(t, { segment: "trader" });
+    const generated = generateEntries(u.userId, 3_000, 60, 30);
+    const batches = Array.from({ length: 6 }, (_, i) => generated.slice(i * 500, (i + 1) * 500));
+    const results = await Promise.all(batches.map((b) => ingestEntries(t, b)));
+    expect(results.reduce((n, r) => n + r.inserted, 0)).toBe(3_000);
+    await grant(u.userId, ["ledger"], 60, 60);
+    expect((await read(u.userId)).body.ledgerWindow).toEqual(bruteForceWindow(generated, 60));
+  });
+
   it("ingests idempotently by the platform's ids", async () => {
     const again = await ingestEntries(t, entries.slice(0, 200));
     expect(again).toEqual({ inserted: 0, duplicates: 200 });
