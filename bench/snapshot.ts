@@ -21,6 +21,7 @@ import {
 } from "../gen/internal/v1/ingest_pb.ts";
 import { PartnerService } from "../gen/internal/v1/partners_pb.ts";
 import { ConsentAdminService, UserService } from "../gen/internal/v1/users_pb.ts";
+import { scopes } from "../src/consent/scopes.ts";
 import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
 import { createLogger } from "../src/platform/logger.ts";
 import { paced, report, startService } from "./support.ts";
@@ -131,22 +132,13 @@ try {
       ...Array.from({ length: READ_USERS }, () => randomInt(HEAVY, USERS)),
     ]),
   ];
-  const scopes = [
-    "standing",
-    "signals.standing",
-    "signals.work",
-    "signals.cashflow",
-    "ledger",
-    "kyc",
-    "repayment_history",
-  ];
   for (let i = 0; i < readers.length; i += 20) {
     await Promise.all(
       readers.slice(i, i + 20).map((u) =>
         consents.grantConsent({
           userId: userId(u),
           partnerId: partner?.id ?? "",
-          scopes,
+          scopes: [...scopes],
           ledgerWindowDays: 90,
           maxLedgerWindowDays: 365,
         }),
