@@ -1,6 +1,7 @@
 import type { PgBoss } from "pg-boss";
 import type { Config } from "./config.ts";
 import { registerConsentJobs } from "./consent/consent.jobs.ts";
+import { registerDisbursementJobs } from "./disbursements/disbursement.jobs.ts";
 import { startListeners } from "./listeners.ts";
 import { type Clock, systemClock } from "./platform/clock.ts";
 import { createSecretBox } from "./platform/crypto/secret-box.ts";
@@ -79,6 +80,7 @@ export async function createApp(options: AppOptions): Promise<App> {
   if (runWorkers) {
     await registerSigningKeyJobs(boss, services.signingKeys, logger);
     await registerConsentJobs(boss, services.consents, logger);
+    await registerDisbursementJobs(boss, services.disbursements);
     stoppers.push(
       await startWebhookJobs({
         boss,

@@ -7,6 +7,7 @@ import { PartnerService } from "../gen/internal/v1/partners_pb.ts";
 import { SigningKeyService } from "../gen/internal/v1/signing_keys_pb.ts";
 import { ConsentAdminService, UserService } from "../gen/internal/v1/users_pb.ts";
 import { ConsentService } from "../gen/partner/v1/consents_pb.ts";
+import { DisbursementService } from "../gen/partner/v1/disbursements_pb.ts";
 import { KeysService } from "../gen/partner/v1/keys_pb.ts";
 import { SnapshotService } from "../gen/partner/v1/snapshots_pb.ts";
 import { WebhookService } from "../gen/partner/v1/webhooks_pb.ts";
@@ -17,6 +18,7 @@ import {
   createConsentHandlers,
   createUserHandlers,
 } from "./consent/consent.handlers.ts";
+import { createDisbursementHandlers } from "./disbursements/disbursement.handlers.ts";
 import { createPartnerHandlers } from "./partners/partner.handlers.ts";
 import type { Clock } from "./platform/clock.ts";
 import type { Orm } from "./platform/db/orm.ts";
@@ -103,6 +105,10 @@ export function partnerServices(services: Services): ServiceBinding[] {
       impl: replayable(createWebhookHandlers(services.webhooks, services.deliveries)) as never,
     },
     { service: SnapshotService, impl: createSnapshotHandlers(services.snapshots) as never },
+    {
+      service: DisbursementService,
+      impl: replayable(createDisbursementHandlers(services.disbursements)) as never,
+    },
     {
       service: ConsentService,
       impl: replayable(createConsentHandlers(services.consents, services.consentLinks)) as never,

@@ -4,6 +4,7 @@ import type { Config } from "./config.ts";
 import { createConsentPages } from "./consent/consent.page.ts";
 import { createConsentService } from "./consent/consent.service.ts";
 import { createConsentLinkService } from "./consent/consent-link.service.ts";
+import { createDisbursementService, defaultProviders } from "./disbursements/disbursement.service.ts";
 import { createIdempotencyService } from "./idempotency/idempotency.service.ts";
 import { createLedgerService } from "./ledger/ledger.service.ts";
 import { createPartnerService } from "./partners/partner.service.ts";
@@ -75,6 +76,7 @@ export function createServices(deps: ServiceDeps) {
     }),
     standing: createStandingService({ orm, clock, outbox }),
     snapshots: createSnapshotService({ orm, clock, signingKeys }),
+    disbursements: createDisbursementService({ orm, clock, boss, outbox, providers: defaultProviders }),
     users,
     consents,
     consentLinks,

@@ -10,6 +10,8 @@ export interface Queues {
   "signing-keys.maintain": Record<string, never>;
   /** Wakes the webhook worker for one delivery; the delivery row says what to do. */
   "webhooks.deliver": { deliveryId: string };
+  /** Pays out one disbursement. */
+  "disbursements.payout": { disbursementId: string };
   /** Expires consents past their expiry, with their events. */
   "consents.expire": Record<string, never>;
   /** Housekeeping: expired idempotency records, old delivery attempts. */
@@ -29,6 +31,9 @@ export const queueOptions: Record<
   "webhooks.deliver": { retryLimit: 5, expireInSeconds: 120, notify: true, deleteAfterSeconds: 3_600 },
   "maintenance.hourly": { retryLimit: 2, expireInSeconds: 600, notify: false },
   "consents.expire": { retryLimit: 2, expireInSeconds: 300, notify: true },
+  // A payout job that dies (or its process does) is retried; the provider is asked by our id, so a retry
+  // never pays twice.
+  "disbursements.payout": { retryLimit: 20, expireInSeconds: 60, notify: true },
 };
 
 /** Options for {@link startBoss}. */

@@ -2,6 +2,7 @@ import { Migration20261122000000_foundation } from "./Migration20261122000000_fo
 import { Migration20261122010000_webhooks } from "./Migration20261122010000_webhooks.ts";
 import { Migration20261122020000_consent } from "./Migration20261122020000_consent.ts";
 import { Migration20261122030000_snapshots } from "./Migration20261122030000_snapshots.ts";
+import { Migration20261122040000_disbursements } from "./Migration20261122040000_disbursements.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -9,4 +10,5 @@ export const migrations = [
   { name: "Migration20261122010000_webhooks", class: Migration20261122010000_webhooks },
   { name: "Migration20261122020000_consent", class: Migration20261122020000_consent },
   { name: "Migration20261122030000_snapshots", class: Migration20261122030000_snapshots },
+  { name: "Migration20261122040000_disbursements", class: Migration20261122040000_disbursements },
 ];

@@ -1,0 +1,78 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  Disbursement_Destination,
+  Disbursement_Status,
+  type DisbursementService as DisbursementApi,
+  type DisbursementSchema,
+} from "../../gen/partner/v1/disbursements_pb.ts";
+import { callerOf, kTx } from "../platform/rpc/context.ts";
+import type { DisbursementRow, DisbursementService } from "./disbursement.service.ts";
+
+function toDisbursement(
+  row: DisbursementRow,
+  installments: { due_date: string; amount_kobo: string }[],
+): MessageInitShape<typeof DisbursementSchema> {
+  return {
+    id: row.id,
+    userId: row.user_id,
+    status: Disbursement_Status[row.status],
+    principalKobo: BigInt(row.principal_kobo),
+    feeKobo: BigInt(row.fee_kobo),
+    feeRateBps: row.fee_rate_bps,
+    destination: Disbursement_Destination[row.destination],
+    reference: row.reference,
+    repaymentSchedule: {
+      installments: installments.map((i) => ({ dueDate: i.due_date, amountKobo: BigInt(i.amount_kobo) })),
+    },
+    scheduleAcceptedAt: row.schedule_accepted_at.toISOString(),
+    failureReason: row.failure_reason ?? "",
+    createdAt: row.created_at.toISOString(),
+    deliveredAt: row.delivered_at?.toISOString() ?? "",
+  };
+}
+
+/** `partner.v1.DisbursementService`. */
+export function createDisbursementHandlers(
+  disbursements: DisbursementService,
+): ServiceImpl<typeof DisbursementApi> {
+  return {
+    async createDisbursement(req, ctx) {
+      const caller = callerOf(ctx.values);
+      const destination =
+        req.destination === Disbursement_Destination.WALLET
+          ? "WALLET"
+          : req.destination === Disbursement_Destination.BANK
+            ? "BANK"
+            : undefined;
+      const row = await disbursements.create(
+        caller,
+        {
+          userId: req.userId,
+          principalKobo: req.principalKobo,
+          destination,
+          reference: req.reference,
+          installments: (req.repaymentSchedule?.installments ?? []).map((i) => ({
+            dueDate: i.dueDate,
+            amountKobo: i.amountKobo,
+          })),
+          scheduleAcceptedAt: req.scheduleAcceptedAt,
+        },
+        ctx.values.get(kTx),
+      );
+      return {
+        disbursement: toDisbursement(
+          row,
+          (req.repaymentSchedule?.installments ?? []).map((i) => ({
+            due_date: i.dueDate,
+            amount_kobo: i.amountKobo.toString(),
+          })),
+        ),
+      };
+    },
+    async getDisbursement(req, ctx) {
+      const { row, installments } = await disbursements.get(callerOf(ctx.values), req.id);
+      return { disbursement: toDisbursement(row, installments) };
+    },
+  };
+}
