@@ -80,7 +80,7 @@ export async function createApp(options: AppOptions): Promise<App> {
   if (runWorkers) {
     await registerSigningKeyJobs(boss, services.signingKeys, logger);
     await registerConsentJobs(boss, services.consents, logger);
-    await registerDisbursementJobs(boss, services.disbursements);
+    await registerDisbursementJobs(boss, services.disbursements, services.repayments);
     stoppers.push(
       await startWebhookJobs({
         boss,

@@ -107,7 +107,7 @@ export function partnerServices(services: Services): ServiceBinding[] {
     { service: SnapshotService, impl: createSnapshotHandlers(services.snapshots) as never },
     {
       service: DisbursementService,
-      impl: replayable(createDisbursementHandlers(services.disbursements)) as never,
+      impl: replayable(createDisbursementHandlers(services.disbursements, services.repayments)) as never,
     },
     {
       service: ConsentService,

@@ -5,6 +5,7 @@ import { createConsentPages } from "./consent/consent.page.ts";
 import { createConsentService } from "./consent/consent.service.ts";
 import { createConsentLinkService } from "./consent/consent-link.service.ts";
 import { createDisbursementService, defaultProviders } from "./disbursements/disbursement.service.ts";
+import { createRepaymentService } from "./disbursements/repayment.service.ts";
 import { createIdempotencyService } from "./idempotency/idempotency.service.ts";
 import { createLedgerService } from "./ledger/ledger.service.ts";
 import { createPartnerService } from "./partners/partner.service.ts";
@@ -68,6 +69,12 @@ export function createServices(deps: ServiceDeps) {
     allowLocalRedirects: config.allowLocalWebhooks,
   });
   const signingKeys = createSigningKeyService({ orm, clock, box, changes });
+  const ledger = createLedgerService({
+    orm,
+    clock,
+    counterpartyKey: deriveKey(deps.masterKey, "counterparty-hash"),
+  });
+  const disbursements = createDisbursementService({ orm, clock, boss, outbox, providers: defaultProviders });
   return {
     ledger: createLedgerService({
       orm,
@@ -76,7 +83,8 @@ export function createServices(deps: ServiceDeps) {
     }),
     standing: createStandingService({ orm, clock, outbox }),
     snapshots: createSnapshotService({ orm, clock, signingKeys }),
-    disbursements: createDisbursementService({ orm, clock, boss, outbox, providers: defaultProviders }),
+    disbursements,
+    repayments: createRepaymentService({ orm, clock, boss, outbox, ledger, disbursements }),
     users,
     consents,
     consentLinks,

@@ -5,9 +5,11 @@ import {
   Disbursement_Status,
   type DisbursementService as DisbursementApi,
   type DisbursementSchema,
+  Repayment_Status,
 } from "../../gen/partner/v1/disbursements_pb.ts";
 import { callerOf, kTx } from "../platform/rpc/context.ts";
 import type { DisbursementRow, DisbursementService } from "./disbursement.service.ts";
+import type { RepaymentService } from "./repayment.service.ts";
 
 function toDisbursement(
   row: DisbursementRow,
@@ -35,8 +37,43 @@ function toDisbursement(
 /** `partner.v1.DisbursementService`. */
 export function createDisbursementHandlers(
   disbursements: DisbursementService,
+  repayments: RepaymentService,
 ): ServiceImpl<typeof DisbursementApi> {
   return {
+    async listRepayments(req, ctx) {
+      const rows = await repayments.list(callerOf(ctx.values), req.disbursementId);
+      return {
+        repayments: rows.map((r) => ({
+          id: r.id,
+          disbursementId: r.disbursement_id,
+          seq: r.seq,
+          dueDate: r.due_date,
+          amountKobo: BigInt(r.amount_kobo),
+          status: Repayment_Status[r.status],
+          attempts: r.attempts,
+          nextAttemptAt: r.status === "SCHEDULED" ? (r.next_attempt_at?.toISOString() ?? "") : "",
+          lastFailure: r.last_failure ?? "",
+          collectedAt: r.collected_at?.toISOString() ?? "",
+        })),
+        hasMore: false,
+      };
+    },
+    async getBooks(req, ctx) {
+      const b = await repayments.books(callerOf(ctx.values), req.from, req.to);
+      return {
+        entries: b.entries.map((e) => ({
+          kind: e.kind,
+          amountKobo: BigInt(e.amount_kobo),
+          disbursementId: e.disbursement_id,
+          repaymentId: e.installment_id ?? "",
+          bookedAt: e.booked_at.toISOString(),
+        })),
+        principalOutKobo: b.principalOutKobo,
+        feesKobo: b.feesKobo,
+        repaymentsInKobo: b.repaymentsInKobo,
+        netKobo: b.netKobo,
+      };
+    },
     async createDisbursement(req, ctx) {
       const caller = callerOf(ctx.values);
       const destination =

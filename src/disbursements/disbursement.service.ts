@@ -14,6 +14,10 @@ import { type PaymentProvider, sandboxProvider } from "./provider.ts";
 
 /** The queue of payout jobs; one job per disbursement (its id is the singleton key). */
 export const PAYOUT_QUEUE = "disbursements.payout";
+/** The queue of debit jobs, one per installment, due on its date. */
+export const COLLECT_QUEUE = "repayments.collect";
+/** Debits run at 08:00 in Lagos (07:00 UTC) on the due date. */
+export const DEBIT_HOUR_UTC = 7;
 
 /** A disbursement as stored. */
 export interface DisbursementRow {
@@ -149,21 +153,31 @@ export function createDisbursementService(o: {
         }
         throw err;
       }
-      await sql(
+      const installments = await sql<{ id: string; next_attempt_at: Date }>(
         tx,
-        `insert into installments (id, disbursement_id, seq, due_date, amount_kobo, status)
-         select 'rpy_' || $1 || '_' || s, $1, s, d::date, a, 'SCHEDULED'
-           from unnest($2::text[], $3::bigint[]) with ordinality as t (d, a, s)`,
+        `insert into installments (id, disbursement_id, seq, due_date, amount_kobo, status, next_attempt_at)
+         select 'rpy_' || substr($1, 5) || '_' || s, $1, s, d::date, a, 'SCHEDULED',
+                (d::date + make_interval(hours => $4)) at time zone 'UTC'
+           from unnest($2::text[], $3::bigint[]) with ordinality as t (d, a, s)
+         returning id, next_attempt_at`,
         [
           id,
           input.installments.map((i) => i.dueDate),
           input.installments.map((i) => i.amountKobo.toString()),
+          DEBIT_HOUR_UTC,
         ],
       );
-      await boss.send(
-        PAYOUT_QUEUE,
-        { disbursementId: id },
-        { singletonKey: id, db: fromKysely(tx.getTransactionContext() as never) },
+      const db = fromKysely(tx.getTransactionContext() as never);
+      await boss.send(PAYOUT_QUEUE, { disbursementId: id }, { singletonKey: id, db });
+      // A debit job per installment on its date; the minute sweep catches any that is lost.
+      await boss.insert(
+        COLLECT_QUEUE,
+        installments.map((i) => ({
+          data: { installmentId: i.id },
+          startAfter: i.next_attempt_at,
+          singletonKey: i.id,
+        })),
+        { db },
       );
       return row as DisbursementRow;
     },
@@ -218,6 +232,12 @@ export function createDisbursementService(o: {
             tx,
             "update disbursements set status = 'FAILED', failure_reason = $2, failed_at = $3 where id = $1 and status = 'PROCESSING'",
             [id, outcome.reason, now],
+          );
+          // Nothing was paid, so nothing is owed.
+          await sql(
+            tx,
+            "update installments set status = 'CANCELLED', next_attempt_at = null where disbursement_id = $1 and status = 'SCHEDULED'",
+            [id],
           );
           return "FAILED";
         }

@@ -1,7 +1,7 @@
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import { keyedHash } from "../platform/crypto/keys.ts";
-import type { Orm } from "../platform/db/orm.ts";
+import type { Em, Orm } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { validationFailed } from "../platform/errors.ts";
 
@@ -45,7 +45,8 @@ export function createLedgerService({
   counterpartyKey: Buffer;
 }) {
   return {
-    async ingest(entries: LedgerEntryInput[]): Promise<{ inserted: number; duplicates: number }> {
+    /** Ingests a batch; inside `em`'s transaction when given (a repayment writes its entry with its booking). */
+    async ingest(entries: LedgerEntryInput[], em?: Em): Promise<{ inserted: number; duplicates: number }> {
       if (entries.length === 0) return { inserted: 0, duplicates: 0 };
       if (entries.length > MAX_BATCH)
         throw validationFailed({ entries: `at most ${MAX_BATCH} entries per call` });
@@ -125,7 +126,8 @@ export function createLedgerService({
           rows = await run();
           break;
         } catch (err) {
-          if ((err as { code?: string }).code !== "40P01" || attempt >= 5) throw err;
+          // Inside a caller's transaction the failed statement has aborted it: the caller retries.
+          if ((err as { code?: string }).code !== "40P01" || attempt >= 5 || em) throw err;
         }
       }
       const inserted = rows[0]?.inserted ?? 0;

@@ -11,7 +11,319 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file partner/v1/disbursements.proto.
  */
 export const file_partner_v1_disbursements: GenFile = /*@__PURE__*/
-  fileDesc("Ch5wYXJ0bmVyL3YxL2Rpc2J1cnNlbWVudHMucHJvdG8SCnBhcnRuZXIudjEirwQKDERpc2J1cnNlbWVudBIKCgJpZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEi8KBnN0YXR1cxgDIAEoDjIfLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50LlN0YXR1cxIWCg5wcmluY2lwYWxfa29ibxgEIAEoAxIQCghmZWVfa29ibxgFIAEoAxIUCgxmZWVfcmF0ZV9icHMYBiABKAUSOQoLZGVzdGluYXRpb24YByABKA4yJC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudC5EZXN0aW5hdGlvbhIRCglyZWZlcmVuY2UYCCABKAkSOQoScmVwYXltZW50X3NjaGVkdWxlGAkgASgLMh0ucGFydG5lci52MS5SZXBheW1lbnRTY2hlZHVsZRIcChRzY2hlZHVsZV9hY2NlcHRlZF9hdBgKIAEoCRIWCg5mYWlsdXJlX3JlYXNvbhgLIAEoCRISCgpjcmVhdGVkX2F0GAwgASgJEhQKDGRlbGl2ZXJlZF9hdBgNIAEoCSJmCgZTdGF0dXMSFgoSU1RBVFVTX1VOU1BFQ0lGSUVEEAASCwoHUEVORElORxABEg4KClBST0NFU1NJTkcQAhINCglERUxJVkVSRUQQAxIKCgZGQUlMRUQQBBIMCghSRVZFUlNFRBAFIkAKC0Rlc3RpbmF0aW9uEhsKF0RFU1RJTkFUSU9OX1VOU1BFQ0lGSUVEEAASCgoGV0FMTEVUEAESCAoEQkFOSxACIkIKEVJlcGF5bWVudFNjaGVkdWxlEi0KDGluc3RhbGxtZW50cxgBIAMoCzIXLnBhcnRuZXIudjEuSW5zdGFsbG1lbnQiNAoLSW5zdGFsbG1lbnQSEAoIZHVlX2RhdGUYASABKAkSEwoLYW1vdW50X2tvYm8YAiABKAMi6wEKGUNyZWF0ZURpc2J1cnNlbWVudFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIWCg5wcmluY2lwYWxfa29ibxgCIAEoAxI5CgtkZXN0aW5hdGlvbhgDIAEoDjIkLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50LkRlc3RpbmF0aW9uEhEKCXJlZmVyZW5jZRgEIAEoCRI5ChJyZXBheW1lbnRfc2NoZWR1bGUYBSABKAsyHS5wYXJ0bmVyLnYxLlJlcGF5bWVudFNjaGVkdWxlEhwKFHNjaGVkdWxlX2FjY2VwdGVkX2F0GAYgASgJIkwKGkNyZWF0ZURpc2J1cnNlbWVudFJlc3BvbnNlEi4KDGRpc2J1cnNlbWVudBgBIAEoCzIYLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50IiQKFkdldERpc2J1cnNlbWVudFJlcXVlc3QSCgoCaWQYASABKAkiSQoXR2V0RGlzYnVyc2VtZW50UmVzcG9uc2USLgoMZGlzYnVyc2VtZW50GAEgASgLMhgucGFydG5lci52MS5EaXNidXJzZW1lbnQyxQIKE0Rpc2J1cnNlbWVudFNlcnZpY2USlwEKEkNyZWF0ZURpc2J1cnNlbWVudBIlLnBhcnRuZXIudjEuQ3JlYXRlRGlzYnVyc2VtZW50UmVxdWVzdBomLnBhcnRuZXIudjEuQ3JlYXRlRGlzYnVyc2VtZW50UmVzcG9uc2UiMoLT5JMCLDoBKmIMZGlzYnVyc2VtZW50IhkvcGFydG5lci92MS9kaXNidXJzZW1lbnRzEpMBCg9HZXREaXNidXJzZW1lbnQSIi5wYXJ0bmVyLnYxLkdldERpc2J1cnNlbWVudFJlcXVlc3QaIy5wYXJ0bmVyLnYxLkdldERpc2J1cnNlbWVudFJlc3BvbnNlIjeQAgGC0+STAi5iDGRpc2J1cnNlbWVudBIeL3BhcnRuZXIvdjEvZGlzYnVyc2VtZW50cy97aWR9YgZwcm90bzM", [file_google_api_annotations]);
+  fileDesc("Ch5wYXJ0bmVyL3YxL2Rpc2J1cnNlbWVudHMucHJvdG8SCnBhcnRuZXIudjEixAIKCVJlcGF5bWVudBIKCgJpZBgBIAEoCRIXCg9kaXNidXJzZW1lbnRfaWQYAiABKAkSCwoDc2VxGAMgASgFEhAKCGR1ZV9kYXRlGAQgASgJEhMKC2Ftb3VudF9rb2JvGAUgASgDEiwKBnN0YXR1cxgGIAEoDjIcLnBhcnRuZXIudjEuUmVwYXltZW50LlN0YXR1cxIQCghhdHRlbXB0cxgHIAEoBRIXCg9uZXh0X2F0dGVtcHRfYXQYCCABKAkSFAoMbGFzdF9mYWlsdXJlGAkgASgJEhQKDGNvbGxlY3RlZF9hdBgKIAEoCSJZCgZTdGF0dXMSFgoSU1RBVFVTX1VOU1BFQ0lGSUVEEAASDQoJU0NIRURVTEVEEAESDQoJQ09MTEVDVEVEEAISCgoGRkFJTEVEEAMSDQoJQ0FOQ0VMTEVEEAQiMAoVTGlzdFJlcGF5bWVudHNSZXF1ZXN0EhcKD2Rpc2J1cnNlbWVudF9pZBgBIAEoCSJVChZMaXN0UmVwYXltZW50c1Jlc3BvbnNlEikKCnJlcGF5bWVudHMYASADKAsyFS5wYXJ0bmVyLnYxLlJlcGF5bWVudBIQCghoYXNfbW9yZRgCIAEoCCJwCglCb29rRW50cnkSDAoEa2luZBgBIAEoCRITCgthbW91bnRfa29ibxgCIAEoAxIXCg9kaXNidXJzZW1lbnRfaWQYAyABKAkSFAoMcmVwYXltZW50X2lkGAQgASgJEhEKCWJvb2tlZF9hdBgFIAEoCSIrCg9HZXRCb29rc1JlcXVlc3QSDAoEZnJvbRgBIAEoCRIKCgJ0bxgCIAEoCSKXAQoQR2V0Qm9va3NSZXNwb25zZRImCgdlbnRyaWVzGAEgAygLMhUucGFydG5lci52MS5Cb29rRW50cnkSGgoScHJpbmNpcGFsX291dF9rb2JvGAIgASgDEhEKCWZlZXNfa29ibxgDIAEoAxIaChJyZXBheW1lbnRzX2luX2tvYm8YBCABKAMSEAoIbmV0X2tvYm8YBSABKAMirwQKDERpc2J1cnNlbWVudBIKCgJpZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEi8KBnN0YXR1cxgDIAEoDjIfLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50LlN0YXR1cxIWCg5wcmluY2lwYWxfa29ibxgEIAEoAxIQCghmZWVfa29ibxgFIAEoAxIUCgxmZWVfcmF0ZV9icHMYBiABKAUSOQoLZGVzdGluYXRpb24YByABKA4yJC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudC5EZXN0aW5hdGlvbhIRCglyZWZlcmVuY2UYCCABKAkSOQoScmVwYXltZW50X3NjaGVkdWxlGAkgASgLMh0ucGFydG5lci52MS5SZXBheW1lbnRTY2hlZHVsZRIcChRzY2hlZHVsZV9hY2NlcHRlZF9hdBgKIAEoCRIWCg5mYWlsdXJlX3JlYXNvbhgLIAEoCRISCgpjcmVhdGVkX2F0GAwgASgJEhQKDGRlbGl2ZXJlZF9hdBgNIAEoCSJmCgZTdGF0dXMSFgoSU1RBVFVTX1VOU1BFQ0lGSUVEEAASCwoHUEVORElORxABEg4KClBST0NFU1NJTkcQAhINCglERUxJVkVSRUQQAxIKCgZGQUlMRUQQBBIMCghSRVZFUlNFRBAFIkAKC0Rlc3RpbmF0aW9uEhsKF0RFU1RJTkFUSU9OX1VOU1BFQ0lGSUVEEAASCgoGV0FMTEVUEAESCAoEQkFOSxACIkIKEVJlcGF5bWVudFNjaGVkdWxlEi0KDGluc3RhbGxtZW50cxgBIAMoCzIXLnBhcnRuZXIudjEuSW5zdGFsbG1lbnQiNAoLSW5zdGFsbG1lbnQSEAoIZHVlX2RhdGUYASABKAkSEwoLYW1vdW50X2tvYm8YAiABKAMi6wEKGUNyZWF0ZURpc2J1cnNlbWVudFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIWCg5wcmluY2lwYWxfa29ibxgCIAEoAxI5CgtkZXN0aW5hdGlvbhgDIAEoDjIkLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50LkRlc3RpbmF0aW9uEhEKCXJlZmVyZW5jZRgEIAEoCRI5ChJyZXBheW1lbnRfc2NoZWR1bGUYBSABKAsyHS5wYXJ0bmVyLnYxLlJlcGF5bWVudFNjaGVkdWxlEhwKFHNjaGVkdWxlX2FjY2VwdGVkX2F0GAYgASgJIkwKGkNyZWF0ZURpc2J1cnNlbWVudFJlc3BvbnNlEi4KDGRpc2J1cnNlbWVudBgBIAEoCzIYLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50IiQKFkdldERpc2J1cnNlbWVudFJlcXVlc3QSCgoCaWQYASABKAkiSQoXR2V0RGlzYnVyc2VtZW50UmVzcG9uc2USLgoMZGlzYnVyc2VtZW50GAEgASgLMhgucGFydG5lci52MS5EaXNidXJzZW1lbnQyxwQKE0Rpc2J1cnNlbWVudFNlcnZpY2USlwEKEkNyZWF0ZURpc2J1cnNlbWVudBIlLnBhcnRuZXIudjEuQ3JlYXRlRGlzYnVyc2VtZW50UmVxdWVzdBomLnBhcnRuZXIudjEuQ3JlYXRlRGlzYnVyc2VtZW50UmVzcG9uc2UiMoLT5JMCLDoBKmIMZGlzYnVyc2VtZW50IhkvcGFydG5lci92MS9kaXNidXJzZW1lbnRzEpMBCg9HZXREaXNidXJzZW1lbnQSIi5wYXJ0bmVyLnYxLkdldERpc2J1cnNlbWVudFJlcXVlc3QaIy5wYXJ0bmVyLnYxLkdldERpc2J1cnNlbWVudFJlc3BvbnNlIjeQAgGC0+STAi5iDGRpc2J1cnNlbWVudBIeL3BhcnRuZXIvdjEvZGlzYnVyc2VtZW50cy97aWR9EpoBCg5MaXN0UmVwYXltZW50cxIhLnBhcnRuZXIudjEuTGlzdFJlcGF5bWVudHNSZXF1ZXN0GiIucGFydG5lci52MS5MaXN0UmVwYXltZW50c1Jlc3BvbnNlIkGQAgGC0+STAjgSNi9wYXJ0bmVyL3YxL2Rpc2J1cnNlbWVudHMve2Rpc2J1cnNlbWVudF9pZH0vcmVwYXltZW50cxJjCghHZXRCb29rcxIbLnBhcnRuZXIudjEuR2V0Qm9va3NSZXF1ZXN0GhwucGFydG5lci52MS5HZXRCb29rc1Jlc3BvbnNlIhyQAgGC0+STAhMSES9wYXJ0bmVyL3YxL2Jvb2tzYgZwcm90bzM", [file_google_api_annotations]);
+
+/**
+ * Repayment is one installment and its collection by direct debit.
+ *
+ * @generated from message partner.v1.Repayment
+ */
+export type Repayment = Message<"partner.v1.Repayment"> & {
+  /**
+   * `rpy_` id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The disbursement.
+   *
+   * @generated from field: string disbursement_id = 2;
+   */
+  disbursementId: string;
+
+  /**
+   * Position in the schedule, from 1.
+   *
+   * @generated from field: int32 seq = 3;
+   */
+  seq: number;
+
+  /**
+   * `YYYY-MM-DD`.
+   *
+   * @generated from field: string due_date = 4;
+   */
+  dueDate: string;
+
+  /**
+   * Kobo.
+   *
+   * @generated from field: int64 amount_kobo = 5;
+   */
+  amountKobo: bigint;
+
+  /**
+   * The status.
+   *
+   * @generated from field: partner.v1.Repayment.Status status = 6;
+   */
+  status: Repayment_Status;
+
+  /**
+   * Debit attempts made.
+   *
+   * @generated from field: int32 attempts = 7;
+   */
+  attempts: number;
+
+  /**
+   * When the next debit is due (RFC 3339), while SCHEDULED.
+   *
+   * @generated from field: string next_attempt_at = 8;
+   */
+  nextAttemptAt: string;
+
+  /**
+   * Why the last debit failed.
+   *
+   * @generated from field: string last_failure = 9;
+   */
+  lastFailure: string;
+
+  /**
+   * When it was collected (RFC 3339).
+   *
+   * @generated from field: string collected_at = 10;
+   */
+  collectedAt: string;
+};
+
+/**
+ * Describes the message partner.v1.Repayment.
+ * Use `create(RepaymentSchema)` to create a new message.
+ */
+export const RepaymentSchema: GenMessage<Repayment> = /*@__PURE__*/
+  messageDesc(file_partner_v1_disbursements, 0);
+
+/**
+ * Where the installment is.
+ *
+ * @generated from enum partner.v1.Repayment.Status
+ */
+export const Repayment_Status = {
+  /**
+   * @generated from enum value: STATUS_UNSPECIFIED = 0;
+   */
+  STATUS_UNSPECIFIED: 0,
+
+  /**
+   * Waiting for its due date, or for a retry after a failed debit.
+   *
+   * @generated from enum value: SCHEDULED = 1;
+   */
+  SCHEDULED: 1,
+
+  /**
+   * Debited.
+   *
+   * @generated from enum value: COLLECTED = 2;
+   */
+  COLLECTED: 2,
+
+  /**
+   * The debit failed four times (the first try and three daily retries).
+   *
+   * @generated from enum value: FAILED = 3;
+   */
+  FAILED: 3,
+
+  /**
+   * The payout failed, so nothing is owed.
+   *
+   * @generated from enum value: CANCELLED = 4;
+   */
+  CANCELLED: 4,
+} as const;
+
+/**
+ * Where the installment is.
+ *
+ * @generated from enum partner.v1.Repayment.Status
+ */
+export type Repayment_Status = (typeof Repayment_Status)[keyof typeof Repayment_Status] | UnknownEnum;
+
+/**
+ * Describes the enum partner.v1.Repayment.Status.
+ */
+export const Repayment_StatusSchema: GenEnum<Repayment_Status> = /*@__PURE__*/
+  enumDesc(file_partner_v1_disbursements, 0, 0);
+
+/**
+ * ListRepaymentsRequest names the disbursement.
+ *
+ * @generated from message partner.v1.ListRepaymentsRequest
+ */
+export type ListRepaymentsRequest = Message<"partner.v1.ListRepaymentsRequest"> & {
+  /**
+   * `dsb_` id.
+   *
+   * @generated from field: string disbursement_id = 1;
+   */
+  disbursementId: string;
+};
+
+/**
+ * Describes the message partner.v1.ListRepaymentsRequest.
+ * Use `create(ListRepaymentsRequestSchema)` to create a new message.
+ */
+export const ListRepaymentsRequestSchema: GenMessage<ListRepaymentsRequest> = /*@__PURE__*/
+  messageDesc(file_partner_v1_disbursements, 1);
+
+/**
+ * ListRepaymentsResponse holds the repayments.
+ *
+ * @generated from message partner.v1.ListRepaymentsResponse
+ */
+export type ListRepaymentsResponse = Message<"partner.v1.ListRepaymentsResponse"> & {
+  /**
+   * In schedule order.
+   *
+   * @generated from field: repeated partner.v1.Repayment repayments = 1;
+   */
+  repayments: Repayment[];
+
+  /**
+   * Always false: a schedule is returned whole.
+   *
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message partner.v1.ListRepaymentsResponse.
+ * Use `create(ListRepaymentsResponseSchema)` to create a new message.
+ */
+export const ListRepaymentsResponseSchema: GenMessage<ListRepaymentsResponse> = /*@__PURE__*/
+  messageDesc(file_partner_v1_disbursements, 2);
+
+/**
+ * BookEntry is one movement in the partner's books; out is negative.
+ *
+ * @generated from message partner.v1.BookEntry
+ */
+export type BookEntry = Message<"partner.v1.BookEntry"> & {
+  /**
+   * PRINCIPAL_OUT, FEE or REPAYMENT_IN.
+   *
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * Signed kobo.
+   *
+   * @generated from field: int64 amount_kobo = 2;
+   */
+  amountKobo: bigint;
+
+  /**
+   * The disbursement.
+   *
+   * @generated from field: string disbursement_id = 3;
+   */
+  disbursementId: string;
+
+  /**
+   * The repayment, for REPAYMENT_IN.
+   *
+   * @generated from field: string repayment_id = 4;
+   */
+  repaymentId: string;
+
+  /**
+   * When it was booked (RFC 3339).
+   *
+   * @generated from field: string booked_at = 5;
+   */
+  bookedAt: string;
+};
+
+/**
+ * Describes the message partner.v1.BookEntry.
+ * Use `create(BookEntrySchema)` to create a new message.
+ */
+export const BookEntrySchema: GenMessage<BookEntry> = /*@__PURE__*/
+  messageDesc(file_partner_v1_disbursements, 3);
+
+/**
+ * GetBooksRequest bounds the period.
+ *
+ * @generated from message partner.v1.GetBooksRequest
+ */
+export type GetBooksRequest = Message<"partner.v1.GetBooksRequest"> & {
+  /**
+   * First day, `YYYY-MM-DD` (UTC), inclusive; the beginning when unset.
+   *
+   * @generated from field: string from = 1;
+   */
+  from: string;
+
+  /**
+   * Last day, inclusive; today when unset.
+   *
+   * @generated from field: string to = 2;
+   */
+  to: string;
+};
+
+/**
+ * Describes the message partner.v1.GetBooksRequest.
+ * Use `create(GetBooksRequestSchema)` to create a new message.
+ */
+export const GetBooksRequestSchema: GenMessage<GetBooksRequest> = /*@__PURE__*/
+  messageDesc(file_partner_v1_disbursements, 4);
+
+/**
+ * GetBooksResponse holds the entries and their totals.
+ *
+ * @generated from message partner.v1.GetBooksResponse
+ */
+export type GetBooksResponse = Message<"partner.v1.GetBooksResponse"> & {
+  /**
+   * Oldest first.
+   *
+   * @generated from field: repeated partner.v1.BookEntry entries = 1;
+   */
+  entries: BookEntry[];
+
+  /**
+   * Sum of PRINCIPAL_OUT (negative).
+   *
+   * @generated from field: int64 principal_out_kobo = 2;
+   */
+  principalOutKobo: bigint;
+
+  /**
+   * Sum of FEE (negative).
+   *
+   * @generated from field: int64 fees_kobo = 3;
+   */
+  feesKobo: bigint;
+
+  /**
+   * Sum of REPAYMENT_IN.
+   *
+   * @generated from field: int64 repayments_in_kobo = 4;
+   */
+  repaymentsInKobo: bigint;
+
+  /**
+   * Sum of all entries.
+   *
+   * @generated from field: int64 net_kobo = 5;
+   */
+  netKobo: bigint;
+};
+
+/**
+ * Describes the message partner.v1.GetBooksResponse.
+ * Use `create(GetBooksResponseSchema)` to create a new message.
+ */
+export const GetBooksResponseSchema: GenMessage<GetBooksResponse> = /*@__PURE__*/
+  messageDesc(file_partner_v1_disbursements, 5);
 
 /**
  * Disbursement is a loan payout.
@@ -116,7 +428,7 @@ export type Disbursement = Message<"partner.v1.Disbursement"> & {
  * Use `create(DisbursementSchema)` to create a new message.
  */
 export const DisbursementSchema: GenMessage<Disbursement> = /*@__PURE__*/
-  messageDesc(file_partner_v1_disbursements, 0);
+  messageDesc(file_partner_v1_disbursements, 6);
 
 /**
  * PENDING → PROCESSING → DELIVERED, or FAILED / REVERSED with a reason.
@@ -176,7 +488,7 @@ export type Disbursement_Status = (typeof Disbursement_Status)[keyof typeof Disb
  * Describes the enum partner.v1.Disbursement.Status.
  */
 export const Disbursement_StatusSchema: GenEnum<Disbursement_Status> = /*@__PURE__*/
-  enumDesc(file_partner_v1_disbursements, 0, 0);
+  enumDesc(file_partner_v1_disbursements, 6, 0);
 
 /**
  * Where the money goes.
@@ -215,7 +527,7 @@ export type Disbursement_Destination = (typeof Disbursement_Destination)[keyof t
  * Describes the enum partner.v1.Disbursement.Destination.
  */
 export const Disbursement_DestinationSchema: GenEnum<Disbursement_Destination> = /*@__PURE__*/
-  enumDesc(file_partner_v1_disbursements, 0, 1);
+  enumDesc(file_partner_v1_disbursements, 6, 1);
 
 /**
  * RepaymentSchedule is the list of installments the user accepted.
@@ -236,7 +548,7 @@ export type RepaymentSchedule = Message<"partner.v1.RepaymentSchedule"> & {
  * Use `create(RepaymentScheduleSchema)` to create a new message.
  */
 export const RepaymentScheduleSchema: GenMessage<RepaymentSchedule> = /*@__PURE__*/
-  messageDesc(file_partner_v1_disbursements, 1);
+  messageDesc(file_partner_v1_disbursements, 7);
 
 /**
  * Installment is one debit.
@@ -264,7 +576,7 @@ export type Installment = Message<"partner.v1.Installment"> & {
  * Use `create(InstallmentSchema)` to create a new message.
  */
 export const InstallmentSchema: GenMessage<Installment> = /*@__PURE__*/
-  messageDesc(file_partner_v1_disbursements, 2);
+  messageDesc(file_partner_v1_disbursements, 8);
 
 /**
  * CreateDisbursementRequest describes the loan.
@@ -320,7 +632,7 @@ export type CreateDisbursementRequest = Message<"partner.v1.CreateDisbursementRe
  * Use `create(CreateDisbursementRequestSchema)` to create a new message.
  */
 export const CreateDisbursementRequestSchema: GenMessage<CreateDisbursementRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_disbursements, 3);
+  messageDesc(file_partner_v1_disbursements, 9);
 
 /**
  * CreateDisbursementResponse holds the disbursement.
@@ -341,7 +653,7 @@ export type CreateDisbursementResponse = Message<"partner.v1.CreateDisbursementR
  * Use `create(CreateDisbursementResponseSchema)` to create a new message.
  */
 export const CreateDisbursementResponseSchema: GenMessage<CreateDisbursementResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_disbursements, 4);
+  messageDesc(file_partner_v1_disbursements, 10);
 
 /**
  * GetDisbursementRequest names the disbursement.
@@ -362,7 +674,7 @@ export type GetDisbursementRequest = Message<"partner.v1.GetDisbursementRequest"
  * Use `create(GetDisbursementRequestSchema)` to create a new message.
  */
 export const GetDisbursementRequestSchema: GenMessage<GetDisbursementRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_disbursements, 5);
+  messageDesc(file_partner_v1_disbursements, 11);
 
 /**
  * GetDisbursementResponse holds the disbursement.
@@ -383,7 +695,7 @@ export type GetDisbursementResponse = Message<"partner.v1.GetDisbursementRespons
  * Use `create(GetDisbursementResponseSchema)` to create a new message.
  */
 export const GetDisbursementResponseSchema: GenMessage<GetDisbursementResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_disbursements, 6);
+  messageDesc(file_partner_v1_disbursements, 12);
 
 /**
  * DisbursementService starts payouts and reports them (CONTRACT.md §6). Money is kobo, as decimal strings
@@ -413,6 +725,26 @@ export const DisbursementService: GenService<{
     methodKind: "unary";
     input: typeof GetDisbursementRequestSchema;
     output: typeof GetDisbursementResponseSchema;
+  },
+  /**
+   * The repayments (installments and their collection) of a disbursement, in schedule order.
+   *
+   * @generated from rpc partner.v1.DisbursementService.ListRepayments
+   */
+  listRepayments: {
+    methodKind: "unary";
+    input: typeof ListRepaymentsRequestSchema;
+    output: typeof ListRepaymentsResponseSchema;
+  },
+  /**
+   * The partner's books between two dates: principal out, fees, repayments in.
+   *
+   * @generated from rpc partner.v1.DisbursementService.GetBooks
+   */
+  getBooks: {
+    methodKind: "unary";
+    input: typeof GetBooksRequestSchema;
+    output: typeof GetBooksResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_partner_v1_disbursements, 0);

@@ -10,6 +10,10 @@ export interface Queues {
   "signing-keys.maintain": Record<string, never>;
   /** Wakes the webhook worker for one delivery; the delivery row says what to do. */
   "webhooks.deliver": { deliveryId: string };
+  /** Collects one installment by direct debit. */
+  "repayments.collect": { installmentId: string };
+  /** Collects every installment that is due (the safety net of the per-installment jobs). */
+  "repayments.sweep": Record<string, never>;
   /** Pays out one disbursement. */
   "disbursements.payout": { disbursementId: string };
   /** Expires consents past their expiry, with their events. */
@@ -34,6 +38,8 @@ export const queueOptions: Record<
   // A payout job that dies (or its process does) is retried; the provider is asked by our id, so a retry
   // never pays twice.
   "disbursements.payout": { retryLimit: 20, expireInSeconds: 60, notify: true },
+  "repayments.collect": { retryLimit: 20, expireInSeconds: 300, notify: true },
+  "repayments.sweep": { retryLimit: 1, expireInSeconds: 600, notify: false },
 };
 
 /** Options for {@link startBoss}. */

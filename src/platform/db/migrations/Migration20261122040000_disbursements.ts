@@ -38,8 +38,14 @@ export class Migration20261122040000_disbursements extends Migration {
         due_date date not null,
         amount_kobo bigint not null check (amount_kobo > 0),
         status text not null check (status in ('SCHEDULED', 'COLLECTED', 'FAILED', 'CANCELLED')),
+        attempts integer not null default 0,
+        next_attempt_at timestamptz,
+        last_failure text,
+        collected_at timestamptz,
+        failed_at timestamptz,
         unique (disbursement_id, seq)
       )`);
+    this.addSql("create index installments_due on installments (next_attempt_at) where status = 'SCHEDULED'");
     // The partner's books: signed amounts in kobo (out negative), one row per movement.
     this.addSql(`
       create table book_entries (
@@ -47,13 +53,26 @@ export class Migration20261122040000_disbursements extends Migration {
         partner_id text not null references partners (id),
         environment text not null check (environment in ('sandbox', 'production')),
         disbursement_id text not null references disbursements (id),
+        installment_id text references installments (id),
         kind text not null check (kind in ('PRINCIPAL_OUT', 'FEE', 'REPAYMENT_IN')),
         amount_kobo bigint not null,
-        booked_at timestamptz not null,
-        unique (disbursement_id, kind)
+        booked_at timestamptz not null
       )`);
+    // Each movement is booked once, whatever retries happen.
+    this.addSql(
+      "create unique index book_entries_once on book_entries (disbursement_id, kind, coalesce(installment_id, ''))",
+    );
+    this.addSql("create index book_entries_by_owner on book_entries (partner_id, environment, booked_at)");
     // The sandbox payment provider's own record of transfers, keyed by our reference: asking it twice for
     // the same reference returns the first transfer, as a real provider's idempotent reference does.
+    this.addSql(`
+      create table sandbox_debits (
+        reference text primary key,
+        amount_kobo bigint not null,
+        status text not null check (status in ('SUCCESS', 'FAILED')),
+        failure_reason text,
+        created_at timestamptz not null
+      )`);
     this.addSql(`
       create table sandbox_transfers (
         reference text primary key,

@@ -1,0 +1,219 @@
+import type { PgBoss } from "pg-boss";
+import type { Caller } from "../apikeys/api-key.service.ts";
+import type { LedgerService } from "../ledger/ledger.service.ts";
+import type { Clock } from "../platform/clock.ts";
+import { ms } from "../platform/clock.ts";
+import type { Orm } from "../platform/db/orm.ts";
+import { sql } from "../platform/db/sql.ts";
+import { validationFailed } from "../platform/errors.ts";
+import type { Outbox } from "../webhooks/outbox.ts";
+import type { DisbursementService } from "./disbursement.service.ts";
+
+/** Repayment rules (CONTRACT.md §6), as data. */
+export const repaymentSchedule = {
+  /** A failed debit is retried daily... */
+  retryEveryMs: ms.day,
+  /** ...three times. */
+  retries: 3,
+  /** A claimed debit is held this long; past it (a crashed worker) it is attempted again, same reference. */
+  leaseMs: 2 * ms.minute,
+} as const;
+
+/** A repayment (an installment and its collection) as partners see it. */
+export interface RepaymentRow {
+  id: string;
+  disbursement_id: string;
+  seq: number;
+  due_date: string;
+  amount_kobo: string;
+  status: "SCHEDULED" | "COLLECTED" | "FAILED" | "CANCELLED";
+  attempts: number;
+  next_attempt_at: Date | null;
+  last_failure: string | null;
+  collected_at: Date | null;
+  failed_at: Date | null;
+}
+
+const COLUMNS = `id, disbursement_id, seq, to_char(due_date, 'YYYY-MM-DD') as due_date, amount_kobo::text, status, attempts,
+  next_attempt_at, last_failure, collected_at, failed_at`;
+
+/** What {@link createRepaymentService} returns. */
+export type RepaymentService = ReturnType<typeof createRepaymentService>;
+
+/**
+ * Direct-debit collection of accepted schedules. A data consent revoked later does not stop a schedule the
+ * user accepted (CONTRACT.md §6). Each success is written to the user's ledger (so snapshots show it) and to
+ * the partner's books, with `REPAYMENT_COLLECTED`; each failure emits `REPAYMENT_FAILED` and is retried daily,
+ * three times.
+ */
+export function createRepaymentService(o: {
+  orm: Orm;
+  clock: Clock;
+  boss: PgBoss;
+  outbox: Outbox;
+  ledger: LedgerService;
+  disbursements: DisbursementService;
+}) {
+  const { orm, clock, outbox } = o;
+  return {
+    /** Makes one debit attempt if the installment is due; safe to call any number of times. */
+    async collect(installmentId: string): Promise<RepaymentRow["status"] | "NOT_DUE"> {
+      const now = clock.now();
+      const [claimed] = await sql<
+        RepaymentRow & {
+          partner_id: string;
+          environment: "sandbox" | "production";
+          user_id: string;
+          reference: string;
+          disbursement_status: string;
+        }
+      >(
+        orm.em.fork(),
+        `update installments i set attempts = i.attempts + 1, next_attempt_at = $2::timestamptz + make_interval(secs => $3::double precision / 1000)
+           from disbursements d
+          where i.id = $1 and d.id = i.disbursement_id and i.status = 'SCHEDULED' and i.next_attempt_at <= $2
+            and d.status = 'DELIVERED'
+          returning i.id, i.disbursement_id, i.seq, to_char(i.due_date, 'YYYY-MM-DD') as due_date, i.amount_kobo::text,
+                    i.status, i.attempts, d.partner_id, d.environment, d.user_id, d.reference`,
+        [installmentId, now, repaymentSchedule.leaseMs],
+      );
+      if (!claimed) return "NOT_DUE";
+      const provider = o.disbursements.providerFor(claimed.environment);
+      if (!provider) throw new Error(`no payment provider for ${claimed.environment}`);
+      const outcome = await provider.debit(orm.em.fork(), {
+        reference: `${claimed.id}:${claimed.attempts}`,
+        partnerReference: claimed.reference,
+        amountKobo: BigInt(claimed.amount_kobo),
+        userId: claimed.user_id,
+      });
+      return orm.em.fork().transactional(async (tx) => {
+        const at = clock.now();
+        const payload = {
+          repaymentId: claimed.id,
+          disbursementId: claimed.disbursement_id,
+          userId: claimed.user_id,
+          amountKobo: claimed.amount_kobo,
+          dueDate: claimed.due_date,
+          attempt: claimed.attempts,
+        };
+        if (outcome.status === "SUCCESS") {
+          const [done] = await sql(
+            tx,
+            "update installments set status = 'COLLECTED', collected_at = $2, next_attempt_at = null where id = $1 and status = 'SCHEDULED' returning id",
+            [claimed.id, at],
+          );
+          if (!done) return "COLLECTED";
+          await o.ledger.ingest(
+            [
+              {
+                id: `repayment:${claimed.id}`,
+                userId: claimed.user_id,
+                amountKobo: BigInt(claimed.amount_kobo),
+                direction: "OUT",
+                counterpartyId: `lender:${claimed.partner_id}`,
+                channel: "other",
+                occurredAt: at,
+              },
+            ],
+            tx,
+          );
+          await sql(
+            tx,
+            `insert into book_entries (partner_id, environment, disbursement_id, installment_id, kind, amount_kobo, booked_at)
+             values ($1, $2, $3, $4, 'REPAYMENT_IN', $5, $6)`,
+            [
+              claimed.partner_id,
+              claimed.environment,
+              claimed.disbursement_id,
+              claimed.id,
+              claimed.amount_kobo,
+              at,
+            ],
+          );
+          await outbox.raise(tx, {
+            partnerId: claimed.partner_id,
+            environment: claimed.environment,
+            type: "REPAYMENT_COLLECTED",
+            payload: { ...payload, collectedAt: at.toISOString() },
+          });
+          return "COLLECTED";
+        }
+        const willRetry = claimed.attempts <= repaymentSchedule.retries;
+        await sql(
+          tx,
+          `update installments set last_failure = $2,
+                  status = case when $3 then 'SCHEDULED' else 'FAILED' end,
+                  next_attempt_at = case when $3 then $4::timestamptz else null end,
+                  failed_at = case when $3 then null else $5::timestamptz end
+            where id = $1 and status = 'SCHEDULED'`,
+          [
+            claimed.id,
+            outcome.reason,
+            willRetry,
+            new Date(at.getTime() + repaymentSchedule.retryEveryMs),
+            at,
+          ],
+        );
+        await outbox.raise(tx, {
+          partnerId: claimed.partner_id,
+          environment: claimed.environment,
+          type: "REPAYMENT_FAILED",
+          payload: { ...payload, failureCode: outcome.reason, willRetry, failedAt: at.toISOString() },
+        });
+        return willRetry ? "SCHEDULED" : "FAILED";
+      });
+    },
+
+    /** Collects every installment due now (the minute sweep; also what a test's clock drives). */
+    async collectDue(limit = 500): Promise<number> {
+      const due = await sql<{ id: string }>(
+        orm.em.fork(),
+        `select i.id from installments i join disbursements d on d.id = i.disbursement_id
+          where i.status = 'SCHEDULED' and i.next_attempt_at <= $1 and d.status = 'DELIVERED'
+          order by i.next_attempt_at limit $2`,
+        [clock.now(), limit],
+      );
+      for (const { id } of due) await this.collect(id);
+      return due.length;
+    },
+
+    async list(caller: Caller, disbursementId: string): Promise<RepaymentRow[]> {
+      await o.disbursements.get(caller, disbursementId);
+      return sql<RepaymentRow>(
+        orm.em.fork(),
+        `select ${COLUMNS} from installments where disbursement_id = $1 order by seq`,
+        [disbursementId],
+      );
+    },
+
+    /** The partner's book entries between two dates (inclusive), with totals. */
+    async books(caller: Caller, from: string, to: string) {
+      const day = /^\d{4}-\d{2}-\d{2}$/;
+      if ((from && !day.test(from)) || (to && !day.test(to)))
+        throw validationFailed({ from: "from and to are dates YYYY-MM-DD" });
+      const rows = await sql<{
+        disbursement_id: string;
+        installment_id: string | null;
+        kind: string;
+        amount_kobo: string;
+        booked_at: Date;
+      }>(
+        orm.em.fork(),
+        `select disbursement_id, installment_id, kind, amount_kobo::text, booked_at from book_entries
+          where partner_id = $1 and environment = $2
+            and ($3 = '' or booked_at >= $3::date) and ($4 = '' or booked_at < $4::date + 1)
+          order by booked_at, id`,
+        [caller.partnerId, caller.environment, from, to],
+      );
+      const sum = (kind: string) =>
+        rows.filter((r) => r.kind === kind).reduce((s, r) => s + BigInt(r.amount_kobo), 0n);
+      return {
+        entries: rows,
+        principalOutKobo: sum("PRINCIPAL_OUT"),
+        feesKobo: sum("FEE"),
+        repaymentsInKobo: sum("REPAYMENT_IN"),
+        netKobo: rows.reduce((s, r) => s + BigInt(r.amount_kobo), 0n),
+      };
+    },
+  };
+}
