@@ -52,6 +52,17 @@ interface Row {
     senders_30d: number;
   };
   cash: { active_days: number; in_kobo: string; out_kobo: string; max_day: string };
+  history: {
+    loans_taken: number;
+    loans_repaid: number;
+    loans_active: number;
+    borrowed: string;
+    repaid: string;
+    due: number;
+    on_time: number;
+    max_late: number;
+    last_repayment_at: string | null;
+  };
 }
 
 // One round trip: the newest consent, the user's segment, standing, KYC, the window's totals from the daily
@@ -82,7 +93,23 @@ select
   (select json_build_object('active_days', count(*) filter (where inflow_count > 0),
       'in_kobo', coalesce(sum(inflow_kobo), 0)::text, 'out_kobo', coalesce(sum(outflow_kobo), 0)::text,
       'max_day', coalesce(max(inflow_kobo), 0)::text)
-     from ledger_daily where user_id = $3 and day between $5::date - ${CASHFLOW_DAYS - 1} and $5::date) as cash`;
+     from ledger_daily where user_id = $3 and day between $5::date - ${CASHFLOW_DAYS - 1} and $5::date) as cash,
+  (select json_build_object(
+      'loans_taken', count(distinct d.id),
+      'loans_repaid', count(distinct d.id) filter (where not exists (
+          select 1 from installments x where x.disbursement_id = d.id and x.status <> 'COLLECTED')),
+      'loans_active', count(distinct d.id) filter (where exists (
+          select 1 from installments x where x.disbursement_id = d.id and x.status = 'SCHEDULED')),
+      'borrowed', (select coalesce(sum(principal_kobo), 0)::text from disbursements
+                    where user_id = $3 and environment = $2 and status in ('DELIVERED', 'REVERSED')),
+      'repaid', coalesce(sum(i.amount_kobo) filter (where i.status = 'COLLECTED'), 0)::text,
+      'due', count(i.id) filter (where i.due_date <= $5::date or i.status = 'COLLECTED'),
+      'on_time', count(i.id) filter (where i.status = 'COLLECTED' and (i.collected_at at time zone 'UTC')::date <= i.due_date),
+      'max_late', coalesce(max(greatest(0, coalesce((i.collected_at at time zone 'UTC')::date, $5::date) - i.due_date))
+                    filter (where i.status <> 'CANCELLED' and i.due_date <= $5::date), 0),
+      'last_repayment_at', max(i.collected_at))
+     from disbursements d join installments i on i.disbursement_id = d.id
+    where d.user_id = $3 and d.environment = $2 and d.status in ('DELIVERED', 'REVERSED')) as history`;
 
 const bps = (part: bigint, whole: bigint) => Number((part * 10_000n) / whole);
 
@@ -215,6 +242,20 @@ export function createSnapshotService({
           addressVerified: k?.address_verified ?? null,
           livenessChecked: k?.liveness_checked ?? null,
           verifiedAt: k?.verified_at ? new Date(k.verified_at).toISOString() : null,
+        };
+      }
+      // Across every lender, naming none; absent when the user never borrowed (CONTRACT.md §3).
+      if (has("repayment_history") && row.history.loans_taken > 0) {
+        const h = row.history;
+        doc.repaymentHistory = {
+          loansTaken: h.loans_taken,
+          loansRepaid: h.loans_repaid,
+          loansActive: h.loans_active,
+          totalBorrowedKobo: h.borrowed,
+          totalRepaidKobo: h.repaid,
+          onTimeRateBps: h.due > 0 ? Math.floor((h.on_time * 10_000) / h.due) : null,
+          maxDaysPastDue: h.max_late,
+          lastRepaymentAt: h.last_repayment_at ? new Date(h.last_repayment_at).toISOString() : null,
         };
       }
       const signer = await signingKeys.signer(caller.environment);

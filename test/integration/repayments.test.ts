@@ -154,6 +154,37 @@ describe("repayments", () => {
     ]);
   });
 
+  it("shows the repayment history in snapshots, across lenders and naming none", async () => {
+    const d = await disburse("rp-history", 300_000n, [
+      [1, 160_000n],
+      [3, 160_000n],
+    ]);
+    const other = await createPartner(t);
+    await t.internal.consents.grantConsent({
+      userId: d.userId,
+      partnerId: other.partnerId,
+      scopes: ["repayment_history"],
+      ledgerWindowDays: 30,
+    });
+    clock.set(debitTime(dayOf(1)));
+    await t.app.services.repayments.collectDue();
+    const snap = (
+      await rest(t.partnerUrl, "GET", `/partner/v1/users/${d.userId}/snapshot`, { key: other.sandboxKey })
+    ).body;
+    expect(snap.repaymentHistory).toEqual({
+      loansTaken: 1,
+      loansRepaid: 0,
+      loansActive: 1,
+      totalBorrowedKobo: "300000",
+      totalRepaidKobo: "160000",
+      onTimeRateBps: 10_000,
+      maxDaysPastDue: 0,
+      lastRepaymentAt: debitTime(dayOf(0)).toISOString(),
+    });
+    expect(JSON.stringify(snap)).not.toContain(p.partnerId);
+    expect(JSON.stringify(snap)).not.toContain("rp-history");
+  });
+
   it("keeps the partner's books balanced over random disbursements", async () => {
     clock.set(Date.now());
     const before = (await rest(t.partnerUrl, "GET", "/partner/v1/books", { key: p.sandboxKey })).body;
