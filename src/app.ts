@@ -80,7 +80,12 @@ export async function createApp(options: AppOptions): Promise<App> {
   if (runWorkers) {
     await registerSigningKeyJobs(boss, services.signingKeys, logger);
     await registerConsentJobs(boss, services.consents, logger);
-    await registerDisbursementJobs(boss, services.disbursements, services.repayments);
+    await registerDisbursementJobs(
+      boss,
+      services.disbursements,
+      services.repayments,
+      config.payoutResumeAfterMs,
+    );
     stoppers.push(
       await startWebhookJobs({
         boss,

@@ -40,6 +40,8 @@ export interface Config {
   rateLimits: { read: BucketSpec; write: BucketSpec };
   /** Database connection pool size of this process. */
   dbPoolSize: number;
+  /** A payout PENDING or PROCESSING this long is resumed by the worker sweep (and at worker start). */
+  payoutResumeAfterMs: number;
   /** Webhook delivery (CONTRACT.md §5). */
   webhooks: {
     /** Time allowed to connect (5 s). */
@@ -159,6 +161,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       write: bucket(env, "RATE_LIMIT_WRITE", defaultRateLimits.write),
     },
     dbPoolSize: int(env, "DB_POOL_SIZE", 10, 2, 200),
+    payoutResumeAfterMs: int(env, "PAYOUT_RESUME_AFTER_MS", 60_000, 0, 86_400_000),
     webhooks: {
       connectTimeoutMs: int(env, "WEBHOOK_CONNECT_TIMEOUT_MS", 5_000, 100, 60_000),
       timeoutMs: int(env, "WEBHOOK_TIMEOUT_MS", 30_000, 100, 120_000),

@@ -12,7 +12,10 @@ export async function registerDisbursementJobs(
   boss: PgBoss,
   disbursements: DisbursementService,
   repayments: RepaymentService,
+  resumeAfterMs: number,
 ): Promise<void> {
+  // A worker starting up (perhaps after a crash) first finishes what was left half-done.
+  await disbursements.resumeStuck(resumeAfterMs);
   await boss.work<{ disbursementId: string }>(
     PAYOUT_QUEUE,
     { batchSize: 10, localConcurrency: 2 },

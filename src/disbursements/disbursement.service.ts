@@ -7,6 +7,7 @@ import { ms } from "../platform/clock.ts";
 import type { Em, Orm } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
+import { failpoint } from "../platform/failpoints.ts";
 import { isId, newId } from "../platform/ids.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
 import { feeKobo } from "./fee.ts";
@@ -216,6 +217,7 @@ export function createDisbursementService(o: {
         [id, clock.now()],
       );
       if (!claimed) return "DELIVERED";
+      failpoint("payout.before_provider");
       const provider = o.providers[claimed.environment];
       if (!provider) throw new Error(`no payment provider for ${claimed.environment}`);
       const outcome = await provider.transfer(orm.em.fork(), {
@@ -225,6 +227,7 @@ export function createDisbursementService(o: {
         destination: claimed.destination,
         userId: claimed.user_id,
       });
+      failpoint("payout.after_provider");
       return orm.em.fork().transactional(async (tx) => {
         const now = clock.now();
         if (outcome.status === "FAILED") {
@@ -241,6 +244,7 @@ export function createDisbursementService(o: {
           );
           return "FAILED";
         }
+        failpoint("payout.before_record");
         const [done] = await sql<DisbursementRow>(
           tx,
           `update disbursements set status = 'DELIVERED', delivered_at = $2 where id = $1 and status = 'PROCESSING' returning ${COLUMNS}`,
@@ -279,6 +283,22 @@ export function createDisbursementService(o: {
     },
 
     providerFor: (environment: Environment) => o.providers[environment],
+
+    /**
+     * Resumes payouts left PENDING or PROCESSING longer than `olderThanMs` (their job was lost, or the
+     * worker died mid-payout). Safe beside a live job: the provider is asked by our id and the outcome is
+     * recorded once.
+     */
+    async resumeStuck(olderThanMs: number): Promise<number> {
+      const stuck = await sql<{ id: string }>(
+        orm.em.fork(),
+        `select id from disbursements where status in ('PENDING', 'PROCESSING')
+            and coalesce(processing_at, created_at) <= $1 order by created_at limit 200`,
+        [new Date(clock.now().getTime() - olderThanMs)],
+      );
+      for (const { id } of stuck) await this.payout(id);
+      return stuck.length;
+    },
   };
 }
 

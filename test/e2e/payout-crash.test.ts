@@ -1,0 +1,102 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sql } from "../../src/platform/db/sql.ts";
+import { createWebhook } from "../factories/events.ts";
+import { createPartner, type PartnerFixture } from "../factories/partners.ts";
+import { createUser } from "../factories/users.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { rest } from "../support/clients.ts";
+import { type ServiceProcess, startServiceProcess } from "../support/process.ts";
+import { eventually } from "../support/wait.ts";
+
+// The API in this process; payout workers in child processes that die with SIGKILL at a chosen step.
+let t: TestApp;
+let p: PartnerFixture;
+let worker: ServiceProcess | undefined;
+
+const workerEnv = (failpoint?: string) => ({
+  ROLE: "worker",
+  DATABASE_URL: t.databaseUrl,
+  MASTER_KEY: t.masterKey.toString("hex"),
+  INTERNAL_TOKEN: t.internalToken,
+  PAYOUT_RESUME_AFTER_MS: "0",
+  FAILPOINTS: failpoint ?? "",
+});
+
+beforeAll(async () => {
+  t = await startTestApp({ config: { role: "api" } });
+  p = await createPartner(t);
+  await createWebhook(t.partnerUrl, p.sandboxKey, {
+    url: "http://127.0.0.1:9/hooks",
+    events: ["DISBURSEMENT_DELIVERED"],
+  });
+});
+afterAll(async () => {
+  if (worker && worker.child.exitCode === null) {
+    worker.child.kill("SIGKILL");
+    await worker.exited;
+  }
+  await t?.stop();
+});
+
+const count = async (text: string, params: unknown[]) =>
+  (await sql(t.app.orm.em.fork(), text, params)).length;
+
+describe("a payout worker killed at each step", () => {
+  for (const step of ["payout.before_provider", "payout.after_provider", "payout.before_record"]) {
+    it(`${step}: after a restart, exactly one transfer, DELIVERED, one event, booked once`, async () => {
+      const u = await createUser(t);
+      await t.internal.consents.grantConsent({
+        userId: u.userId,
+        partnerId: p.partnerId,
+        scopes: ["standing"],
+        ledgerWindowDays: 30,
+      });
+      worker = await startServiceProcess(workerEnv(step));
+      const res = await rest(t.partnerUrl, "POST", "/partner/v1/disbursements", {
+        key: p.sandboxKey,
+        headers: { "idempotency-key": `crash-${step}` },
+        body: {
+          userId: u.userId,
+          principalKobo: "2500000",
+          destination: "WALLET",
+          reference: `crash-${step}`,
+          repaymentSchedule: {
+            installments: [
+              {
+                dueDate: new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10),
+                amountKobo: "2600000",
+              },
+            ],
+          },
+          scheduleAcceptedAt: new Date().toISOString(),
+        },
+      });
+      expect(res.status).toBe(200);
+      expect(await worker.exited).toBe("SIGKILL");
+      const transfersBefore = await count("select 1 from sandbox_transfers where reference = $1", [
+        res.body.id,
+      ]);
+      expect(transfersBefore).toBe(step === "payout.before_provider" ? 0 : 1);
+
+      worker = await startServiceProcess(workerEnv());
+      await eventually(
+        async () =>
+          (await rest(t.partnerUrl, "GET", `/partner/v1/disbursements/${res.body.id}`, { key: p.sandboxKey }))
+            .body.status === "DELIVERED",
+        {
+          timeoutMs: 20_000,
+          what: "DELIVERED after restart",
+        },
+      );
+      expect(await count("select 1 from sandbox_transfers where reference = $1", [res.body.id])).toBe(1);
+      expect(
+        await count("select 1 from events where type = 'DISBURSEMENT_DELIVERED' and body like $1", [
+          `%${res.body.id}%`,
+        ]),
+      ).toBe(1);
+      expect(await count("select 1 from book_entries where disbursement_id = $1", [res.body.id])).toBe(2);
+      worker.child.kill("SIGTERM");
+      expect(await worker.exited).toBe(0);
+    });
+  }
+});
