@@ -2,7 +2,7 @@
 import { spawnSync } from "node:child_process";
 import path from "node:path";
 
-const benches = ["keys", "webhooks", "snapshot"];
+const benches = ["keys", "webhooks", "snapshot", "disbursements"];
 let failed = false;
 for (const name of benches) {
   const r = spawnSync(process.execPath, [path.join(import.meta.dirname, `${name}.ts`)], { stdio: "inherit" });

@@ -43,11 +43,12 @@ export async function startService(env: Record<string, string> = {}): Promise<Be
     stdio: ["ignore", "pipe", "inherit"],
   });
   const urls = await new Promise<{ partner: string; internal: string }>((resolve, reject) => {
+    // "started" is logged by every role, with the listener addresses when the role has listeners.
     child.on("exit", (code) => reject(new Error(`service exited with ${code}`)));
     createInterface({ input: child.stdout as NodeJS.ReadableStream }).on("line", (line) => {
       if (!line.startsWith("{")) return;
       const entry = JSON.parse(line);
-      if (entry.msg === "listening") resolve(entry);
+      if (entry.msg === "started") resolve(entry);
       else if (entry.level === "error") process.stderr.write(`${line}\n`);
     });
   });

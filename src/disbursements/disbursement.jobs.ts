@@ -18,14 +18,18 @@ export async function registerDisbursementJobs(
   await disbursements.resumeStuck(resumeAfterMs);
   await boss.work<{ disbursementId: string }>(
     PAYOUT_QUEUE,
-    { batchSize: 10, localConcurrency: 2 },
+    { batchSize: 20, localConcurrency: 2, burstWhenBatchFull: true, pollingIntervalSeconds: 1 },
     async (jobs) => {
       await Promise.all(jobs.map((j) => disbursements.payout(j.data.disbursementId)));
     },
   );
-  await boss.work<{ installmentId: string }>(COLLECT_QUEUE, { batchSize: 10 }, async (jobs) => {
-    for (const j of jobs) await repayments.collect(j.data.installmentId);
-  });
+  await boss.work<{ installmentId: string }>(
+    COLLECT_QUEUE,
+    { batchSize: 10, burstWhenBatchFull: true },
+    async (jobs) => {
+      for (const j of jobs) await repayments.collect(j.data.installmentId);
+    },
+  );
   await boss.work("repayments.sweep", { batchSize: 1 }, async () => ({
     collected: await repayments.collectDue(),
   }));
