@@ -35,6 +35,21 @@ export interface GrantTerms {
   maxLedgerWindowDays: number;
 }
 
+/**
+ * The 403 a read or a disbursement gets under the user's newest consent (CONTRACT.md §3), or undefined
+ * when it is ACTIVE and unexpired. Checked against `now`, so an expiry the job has not processed yet counts.
+ */
+export function consentRefusal(
+  consent: { status: string; expires_at: Date | string } | undefined | null,
+  now: Date,
+): "consent_required" | "consent_revoked" | "consent_expired" | undefined {
+  if (!consent) return "consent_required";
+  if (consent.status === "REVOKED") return "consent_revoked";
+  if (consent.status === "EXPIRED" || new Date(consent.expires_at).getTime() <= now.getTime())
+    return "consent_expired";
+  return undefined;
+}
+
 /** A consent lasts a year unless the grant says otherwise. */
 export const DEFAULT_CONSENT_MS = 365 * ms.day;
 

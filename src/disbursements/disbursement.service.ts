@@ -2,6 +2,7 @@ import type { PgBoss } from "pg-boss";
 import { fromKysely } from "pg-boss";
 import type { Environment } from "../apikeys/api-key.entity.ts";
 import type { Caller } from "../apikeys/api-key.service.ts";
+import { consentRefusal } from "../consent/consent.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { Em, Orm } from "../platform/db/orm.ts";
@@ -113,9 +114,8 @@ export function createDisbursementService(o: {
           order by granted_at desc, id desc limit 1`,
         [caller.partnerId, caller.environment, input.userId],
       );
-      if (!consent) throw new ApiError("consent_required");
-      if (consent.status === "REVOKED") throw new ApiError("consent_revoked");
-      if (consent.status === "EXPIRED" || consent.expires_at <= now) throw new ApiError("consent_expired");
+      const refusal = consentRefusal(consent, now);
+      if (refusal) throw new ApiError(refusal);
       const [partner] = await sql<{ fee_rate_bps: number }>(
         tx,
         "select fee_rate_bps from partners where id = $1",

@@ -1,4 +1,5 @@
 import type { Caller } from "../apikeys/api-key.service.ts";
+import { consentRefusal } from "../consent/consent.service.ts";
 import type { Scope } from "../consent/scopes.ts";
 import { utcDay } from "../ledger/ledger.service.ts";
 import type { Clock } from "../platform/clock.ts";
@@ -149,11 +150,13 @@ export function createSnapshotService({
         today,
       ]);
       const consent = row?.consent;
-      if (!row || !consent || row.segment === null) throw new ApiError("consent_required");
-      if (consent.status === "REVOKED")
-        throw new ApiError("consent_revoked", undefined, { details: { consentId: consent.id } });
-      if (consent.status === "EXPIRED" || Date.parse(consent.expires_at) <= now.getTime()) {
-        throw new ApiError("consent_expired", undefined, { details: { consentId: consent.id } });
+      const refusal = consentRefusal(row?.segment === null ? undefined : consent, now);
+      if (refusal || !row || !consent) {
+        throw new ApiError(
+          refusal ?? "consent_required",
+          undefined,
+          consent ? { details: { consentId: consent.id } } : {},
+        );
       }
       const days = requestedDays ?? consent.ledger_window_days;
       if (days > consent.max_ledger_window_days) {

@@ -3,6 +3,7 @@ import { ManualClock, ms } from "../../src/platform/clock.ts";
 import { createPartner } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
+import { eventually } from "../support/wait.ts";
 
 const clock = new ManualClock("2027-01-10T09:00:00Z");
 let a: TestApp;
@@ -28,15 +29,6 @@ const status = async (t: TestApp, key: string) => {
   return res.status === 200 ? 200 : `${res.status} ${res.body.code}`;
 };
 
-/** Waits (bounded) until `check` holds: the other instance hears of a change through NOTIFY, within ms. */
-async function eventually(check: () => Promise<boolean>, timeoutMs = 2_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error("condition not met in time");
-    await new Promise((r) => setImmediate(r));
-  }
-}
-
 describe("API key lifecycle", () => {
   it("keeps a rolled key working on every instance until its overlap ends, then answers api_key_expired", async () => {
     const p = await createPartner(a);
@@ -51,7 +43,9 @@ describe("API key lifecycle", () => {
     }
     clock.advance(1);
     for (const t of [a, b]) {
-      await eventually(async () => (await status(t, p.sandboxKey)) === "401 api_key_expired");
+      await eventually(async () => (await status(t, p.sandboxKey)) === "401 api_key_expired", {
+        timeoutMs: 2_000,
+      });
       expect(await status(t, rolled.key)).toBe(200);
     }
   });
@@ -62,7 +56,9 @@ describe("API key lifecycle", () => {
     expect(await status(b, p.liveKey)).toBe(200);
     await b.internal.apiKeys.revokeApiKey({ keyId: p.liveKeyId });
     expect(await status(b, p.liveKey)).toBe("401 api_key_revoked");
-    await eventually(async () => (await status(a, p.liveKey)) === "401 api_key_revoked");
+    await eventually(async () => (await status(a, p.liveKey)) === "401 api_key_revoked", {
+      timeoutMs: 2_000,
+    });
     // And it stays revoked: a later roll is refused.
     await expect(a.internal.apiKeys.rollApiKey({ keyId: p.liveKeyId })).rejects.toThrow(/revoked/);
   });
