@@ -69,6 +69,16 @@ const PREVIOUS_SECRET_MS = 24 * ms.hour;
 const COLUMNS =
   "id, url, events, description, status, disabled_reason, previous_secret_expires_at, created_at, updated_at";
 
+/** Test sends and replays need a subscription that is not DISABLED (by a 410). */
+function assertSendable(hook: WebhookRow): void {
+  if (hook.status === "DISABLED") {
+    throw new ApiError(
+      "conflict",
+      "This webhook is disabled (its endpoint answered 410); change its URL first.",
+    );
+  }
+}
+
 /** What {@link createWebhookService} returns. */
 export type WebhookService = ReturnType<typeof createWebhookService>;
 
@@ -245,12 +255,7 @@ export function createWebhookService({ orm, clock, box, outbox, destinations }: 
       }
       return inTransaction(em ?? orm.em.fork(), async (tx) => {
         const hook = await load(tx, caller, id);
-        if (hook.status === "DISABLED") {
-          throw new ApiError(
-            "conflict",
-            "This webhook is disabled (its endpoint answered 410); change its URL first.",
-          );
-        }
+        assertSendable(hook);
         const type: EventType =
           (eventType as EventType) || (eventTypes.find((t) => subscribed(hook.events, t)) as EventType);
         const raised = await outbox.raise(tx, {
@@ -280,12 +285,7 @@ export function createWebhookService({ orm, clock, box, outbox, destinations }: 
         const hook = await load(tx, caller, original.webhook_id).catch(() => {
           throw new ApiError("conflict", "The webhook of this delivery has been deleted.");
         });
-        if (hook.status === "DISABLED") {
-          throw new ApiError(
-            "conflict",
-            "This webhook is disabled (its endpoint answered 410); change its URL first.",
-          );
-        }
+        assertSendable(hook);
         const id = newId("dlv");
         const now = clock.now();
         await sql(
