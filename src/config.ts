@@ -42,6 +42,11 @@ export interface Config {
   dbPoolSize: number;
   /** A payout PENDING or PROCESSING this long is resumed by the worker sweep (and at worker start). */
   payoutResumeAfterMs: number;
+  /**
+   * The production payment provider (a Paystack-style HTTP API): PAYMENT_PROVIDER_URL and
+   * PAYMENT_PROVIDER_SECRET_KEY. Unset: production disbursements answer 503. Sandbox always uses the simulator.
+   */
+  paymentProvider: { baseUrl: string; secretKey: string; timeoutMs: number } | undefined;
   /** Webhook delivery (CONTRACT.md §5). */
   webhooks: {
     /** Time allowed to connect (5 s). */
@@ -143,6 +148,16 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   if (publicUrl !== undefined && !/^https?:\/\/[^/]+/.test(publicUrl)) {
     throw new ConfigError("PUBLIC_URL must be an absolute http(s) URL");
   }
+  const providerUrl = env.PAYMENT_PROVIDER_URL || undefined;
+  const providerSecret = env.PAYMENT_PROVIDER_SECRET_KEY || undefined;
+  if (Boolean(providerUrl) !== Boolean(providerSecret)) {
+    throw new ConfigError(
+      "PAYMENT_PROVIDER_URL and PAYMENT_PROVIDER_SECRET_KEY are set together or not at all",
+    );
+  }
+  if (providerUrl !== undefined && !/^https?:\/\/[^/]+/.test(providerUrl)) {
+    throw new ConfigError("PAYMENT_PROVIDER_URL must be an absolute http(s) URL");
+  }
   return Object.freeze({
     port: int(env, "PORT", 8080, 0, 65535),
     host: env.HOST || "0.0.0.0",
@@ -162,6 +177,14 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     },
     dbPoolSize: int(env, "DB_POOL_SIZE", 10, 2, 200),
     payoutResumeAfterMs: int(env, "PAYOUT_RESUME_AFTER_MS", 60_000, 0, 86_400_000),
+    paymentProvider:
+      providerUrl && providerSecret
+        ? {
+            baseUrl: providerUrl.replace(/\/+$/, ""),
+            secretKey: providerSecret,
+            timeoutMs: int(env, "PAYMENT_PROVIDER_TIMEOUT_MS", 30_000, 100, 120_000),
+          }
+        : undefined,
     webhooks: {
       connectTimeoutMs: int(env, "WEBHOOK_CONNECT_TIMEOUT_MS", 5_000, 100, 60_000),
       timeoutMs: int(env, "WEBHOOK_TIMEOUT_MS", 30_000, 100, 120_000),

@@ -19,13 +19,19 @@ import {
   createUserHandlers,
 } from "./consent/consent.handlers.ts";
 import { createDisbursementHandlers } from "./disbursements/disbursement.handlers.ts";
+import { PAYSTACK_WEBHOOK_PATH, type ProviderWebhooks } from "./disbursements/provider-webhooks.ts";
 import { createPartnerHandlers } from "./partners/partner.handlers.ts";
 import type { Clock } from "./platform/clock.ts";
 import type { Orm } from "./platform/db/orm.ts";
 import { ApiError } from "./platform/errors.ts";
 import { type Handler, type Listener, listen } from "./platform/http/listener.ts";
-import { writeJson, writeRestError } from "./platform/http/rest-errors.ts";
-import { createTranscoder, type ServiceBinding } from "./platform/http/transcoder.ts";
+import { type AnyResponse, writeJson, writeRestError } from "./platform/http/rest-errors.ts";
+import {
+  type AnyRequest,
+  createTranscoder,
+  readBody,
+  type ServiceBinding,
+} from "./platform/http/transcoder.ts";
 import { newId } from "./platform/ids.ts";
 import type { Logger } from "./platform/logger.ts";
 import { kRequestId } from "./platform/rpc/context.ts";
@@ -127,6 +133,32 @@ export interface ListenerOptions {
   orm: Orm;
 }
 
+/**
+ * The payment provider's webhook: 200 once verified and recorded (or knowingly ignored), 401 for a bad
+ * signature, 500 when the outcome could not be learnt or recorded, so the provider sends it again.
+ */
+async function receiveProviderWebhook(
+  webhooks: ProviderWebhooks,
+  req: AnyRequest,
+  res: AnyResponse,
+  requestId: string,
+  logger: Logger,
+): Promise<void> {
+  try {
+    if (req.method !== "POST") throw new ApiError("method_not_allowed", "Use POST.");
+    const body = await readBody(req, MAX_BODY_BYTES);
+    const signature = req.headers["x-paystack-signature"];
+    const result = await webhooks.receive(body, typeof signature === "string" ? signature : undefined);
+    if (result.status === "bad_signature")
+      throw new ApiError("unauthenticated", "The x-paystack-signature header does not match the body.");
+    if (result.status === "malformed") throw new ApiError("invalid_request", "The body is not JSON.");
+    writeJson(res, 200, { received: true });
+  } catch (err) {
+    if (!(err instanceof ApiError)) logger.error("provider webhook not recorded", { err, requestId });
+    writeRestError(res, err instanceof ApiError ? err : new ApiError("internal"), requestId);
+  }
+}
+
 /** The partner listener (REST, Connect, gRPC-Web, gRPC, health) and the internal listener. */
 export async function startListeners(o: ListenerOptions) {
   const { config, services, logger } = o;
@@ -151,6 +183,8 @@ export async function startListeners(o: ListenerOptions) {
         const url = req.url ?? "/";
         if (url.startsWith("/partner/")) return void transcoder.handle(req, res, requestIdOf(req));
         if (url.startsWith("/consent/")) return void services.consentPages.handle(req, res, requestIdOf(req));
+        if (url === PAYSTACK_WEBHOOK_PATH && services.providerWebhooks.enabled())
+          return void receiveProviderWebhook(services.providerWebhooks, req, res, requestIdOf(req), logger);
         if (url === "/healthz") return writeJson(res, 200, { status: "ok" });
         if (url === "/readyz") {
           return void o
@@ -168,7 +202,7 @@ export async function startListeners(o: ListenerOptions) {
     { service: PartnerService, impl: createPartnerHandlers(services.partners) as never },
     { service: ApiKeyService, impl: createApiKeyHandlers(services.apiKeys, o.clock) as never },
     { service: SigningKeyService, impl: createSigningKeyAdminHandlers(services.signingKeys) as never },
-    { service: UserService, impl: createUserHandlers(services.users) as never },
+    { service: UserService, impl: createUserHandlers(services.users, services.instruments) as never },
     { service: IngestService, impl: createIngestHandlers(services.ledger, services.standing) as never },
     {
       service: ConsentAdminService,

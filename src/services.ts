@@ -4,7 +4,10 @@ import type { Config } from "./config.ts";
 import { createConsentPages } from "./consent/consent.page.ts";
 import { createConsentService } from "./consent/consent.service.ts";
 import { createConsentLinkService } from "./consent/consent-link.service.ts";
-import { createDisbursementService, defaultProviders } from "./disbursements/disbursement.service.ts";
+import { createDisbursementService } from "./disbursements/disbursement.service.ts";
+import { createPaystackProvider } from "./disbursements/paystack.ts";
+import { sandboxProvider } from "./disbursements/provider.ts";
+import { createProviderWebhooks } from "./disbursements/provider-webhooks.ts";
 import { createRepaymentService } from "./disbursements/repayment.service.ts";
 import { createIdempotencyService } from "./idempotency/idempotency.service.ts";
 import { createLedgerService } from "./ledger/ledger.service.ts";
@@ -19,6 +22,7 @@ import { createRateLimiter } from "./ratelimit/rate-limiter.ts";
 import { createSigningKeyService } from "./signing/signing-key.service.ts";
 import { createSnapshotService } from "./snapshot/snapshot.service.ts";
 import { createStandingService } from "./standing/standing.service.ts";
+import { createPaymentInstrumentStore } from "./users/payment-instruments.ts";
 import { createUserService } from "./users/user.service.ts";
 import { createDeliveriesService } from "./webhooks/deliveries.service.ts";
 import { createDeliveryWorker } from "./webhooks/delivery.worker.ts";
@@ -74,17 +78,29 @@ export function createServices(deps: ServiceDeps) {
     clock,
     counterpartyKey: deriveKey(deps.masterKey, "counterparty-hash"),
   });
-  const disbursements = createDisbursementService({ orm, clock, boss, outbox, providers: defaultProviders });
+  const instruments = createPaymentInstrumentStore({ orm, box, now: () => clock.now() });
+  // Production pays through the HTTP provider when it is configured; sandbox always through the simulator.
+  const paystack = config.paymentProvider
+    ? createPaystackProvider({ config: config.paymentProvider, instruments, logger })
+    : undefined;
+  const disbursements = createDisbursementService({
+    orm,
+    clock,
+    boss,
+    outbox,
+    providers: paystack ? { sandbox: sandboxProvider, production: paystack } : { sandbox: sandboxProvider },
+    instruments,
+    logger,
+  });
+  const repayments = createRepaymentService({ orm, clock, boss, outbox, ledger, disbursements });
   return {
-    ledger: createLedgerService({
-      orm,
-      clock,
-      counterpartyKey: deriveKey(deps.masterKey, "counterparty-hash"),
-    }),
+    ledger,
+    instruments,
     standing: createStandingService({ orm, clock, outbox }),
     snapshots: createSnapshotService({ orm, clock, signingKeys }),
     disbursements,
-    repayments: createRepaymentService({ orm, clock, boss, outbox, ledger, disbursements }),
+    repayments,
+    providerWebhooks: createProviderWebhooks({ paystack, disbursements, repayments, logger }),
     users,
     consents,
     consentLinks,

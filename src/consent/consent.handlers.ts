@@ -15,6 +15,7 @@ import type { Environment } from "../apikeys/api-key.entity.ts";
 import type { Orm } from "../platform/db/orm.ts";
 import { validationFailed } from "../platform/errors.ts";
 import { callerOf, kTx } from "../platform/rpc/context.ts";
+import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
 import type { UserService } from "../users/user.service.ts";
 import type { ConsentRow, ConsentService } from "./consent.service.ts";
 import type { ConsentLinkService, LinkView } from "./consent-link.service.ts";
@@ -101,8 +102,19 @@ function environmentOr(value: string, fallback: Environment): Environment {
 }
 
 /** `internal.v1.UserService`: the platform feeds its users. */
-export function createUserHandlers(users: UserService): ServiceImpl<typeof UserApi> {
+export function createUserHandlers(
+  users: UserService,
+  instruments: PaymentInstrumentStore,
+): ServiceImpl<typeof UserApi> {
   return {
+    async setPaymentInstruments(req) {
+      return instruments.put(req.userId, {
+        bankRecipientCode: req.bankRecipientCode,
+        walletRecipientCode: req.walletRecipientCode,
+        debitAuthorizationCode: req.debitAuthorizationCode,
+        debitEmail: req.debitEmail,
+      });
+    },
     async upsertUser(req) {
       const { created } = await users.upsert({
         id: req.id,

@@ -31,6 +31,8 @@ function toDisbursement(
     failureReason: row.failure_reason ?? "",
     createdAt: row.created_at.toISOString(),
     deliveredAt: row.delivered_at?.toISOString() ?? "",
+    failedAt: row.failed_at?.toISOString() ?? "",
+    reversedAt: row.reversed_at?.toISOString() ?? "",
   };
 }
 

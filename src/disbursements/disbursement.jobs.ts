@@ -5,8 +5,8 @@ import type { RepaymentService } from "./repayment.service.ts";
 
 /**
  * The payout worker (one disbursement per job, retried by pg-boss if the process dies mid-way), the debit
- * worker (one installment per job, on its due date) and a sweep every minute for any due installment whose
- * job was lost.
+ * worker (one installment per job, on its due date), and sweeps every minute for any due installment whose
+ * job was lost and any payout left unfinished (which also asks the provider about transfers still pending).
  */
 export async function registerDisbursementJobs(
   boss: PgBoss,
@@ -14,18 +14,23 @@ export async function registerDisbursementJobs(
   repayments: RepaymentService,
   resumeAfterMs: number,
 ): Promise<void> {
-  // A worker starting up (perhaps after a crash) first finishes what was left half-done.
-  await disbursements.resumeStuck(resumeAfterMs);
   await boss.work<{ disbursementId: string }>(
     PAYOUT_QUEUE,
-    { batchSize: 20, localConcurrency: 2, burstWhenBatchFull: true, pollingIntervalSeconds: 1 },
+    // A retried job (the provider could not answer) becomes due without a NOTIFY: poll for it every 2 s.
+    {
+      batchSize: 20,
+      localConcurrency: 2,
+      burstWhenBatchFull: true,
+      pollingIntervalSeconds: 1,
+      notifyPollingIntervalSeconds: 2,
+    },
     async (jobs) => {
       await Promise.all(jobs.map((j) => disbursements.payout(j.data.disbursementId)));
     },
   );
   await boss.work<{ installmentId: string }>(
     COLLECT_QUEUE,
-    { batchSize: 10, burstWhenBatchFull: true },
+    { batchSize: 10, burstWhenBatchFull: true, notifyPollingIntervalSeconds: 5 },
     async (jobs) => {
       for (const j of jobs) await repayments.collect(j.data.installmentId);
     },
@@ -34,4 +39,10 @@ export async function registerDisbursementJobs(
     collected: await repayments.collectDue(),
   }));
   await boss.schedule("repayments.sweep", "* * * * *", {}, { tz: "UTC" });
+  await boss.work("disbursements.sweep", { batchSize: 1 }, async () => ({
+    resumed: await disbursements.resumeStuck(resumeAfterMs),
+  }));
+  await boss.schedule("disbursements.sweep", "* * * * *", {}, { tz: "UTC" });
+  // A worker starting up (perhaps after a crash) finishes what was left half-done without waiting a minute.
+  await boss.send("disbursements.sweep", {});
 }

@@ -10,9 +10,11 @@ import { sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { failpoint } from "../platform/failpoints.ts";
 import { isId, newId } from "../platform/ids.ts";
+import type { Logger } from "../platform/logger.ts";
+import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
 import { feeKobo } from "./fee.ts";
-import { type PaymentProvider, sandboxProvider } from "./provider.ts";
+import type { PaymentProvider, TransferOutcome } from "./provider.ts";
 
 /** The queue of payout jobs; one job per disbursement (its id is the singleton key). */
 export const PAYOUT_QUEUE = "disbursements.payout";
@@ -37,6 +39,8 @@ export interface DisbursementRow {
   failure_reason: string | null;
   created_at: Date;
   delivered_at: Date | null;
+  failed_at: Date | null;
+  reversed_at: Date | null;
 }
 
 /** What CreateDisbursement takes. */
@@ -53,7 +57,7 @@ const MAX_PRINCIPAL = 1_000_000_000_000n;
 const REFERENCE = /^[\x21-\x7e]{1,64}$/;
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 const COLUMNS = `id, partner_id, environment, user_id, status, principal_kobo::text, fee_kobo::text, fee_rate_bps, destination,
-  reference, schedule_accepted_at, failure_reason, created_at, delivered_at`;
+  reference, schedule_accepted_at, failure_reason, created_at, delivered_at, failed_at, reversed_at`;
 
 /** What {@link createDisbursementService} returns. */
 export type DisbursementService = ReturnType<typeof createDisbursementService>;
@@ -70,6 +74,8 @@ export function createDisbursementService(o: {
   outbox: Outbox;
   /** The provider per environment; production has none until the HTTP adapter is configured. */
   providers: Partial<Record<Environment, PaymentProvider>>;
+  instruments: PaymentInstrumentStore;
+  logger: Logger;
 }) {
   const { orm, clock, boss, outbox } = o;
 
@@ -99,13 +105,49 @@ export function createDisbursementService(o: {
     if (Object.keys(problems).length) throw validationFailed(problems);
   };
 
+  /**
+   * The provider of an environment. Each provider serves exactly one environment, and this is the only way
+   * to reach one: a sandbox disbursement can never reach the real provider, nor a live one the simulator.
+   */
+  const providerOf = (environment: Environment): PaymentProvider => {
+    const provider = o.providers[environment];
+    if (!provider || provider.environment !== environment)
+      throw new Error(`no payment provider for ${environment}`);
+    return provider;
+  };
+
+  const cancelSchedule = (tx: Em, id: string) =>
+    // Nothing was paid (or it came back), so nothing is owed. A debit already at the provider is left to settle.
+    sql(
+      tx,
+      `update installments set status = 'CANCELLED', next_attempt_at = null
+        where disbursement_id = $1 and status = 'SCHEDULED' and pending_reference is null`,
+      [id],
+    );
+
+  const book = (tx: Em, d: DisbursementRow, entries: [string, bigint][]) =>
+    sql(
+      tx,
+      `insert into book_entries (partner_id, environment, disbursement_id, kind, amount_kobo, booked_at)
+       select $1, $2, $3, k, a, $6 from unnest($4::text[], $5::bigint[]) as t (k, a)`,
+      [
+        d.partner_id,
+        d.environment,
+        d.id,
+        entries.map(([k]) => k),
+        entries.map(([, a]) => a.toString()),
+        clock.now(),
+      ],
+    );
+
   return {
     async create(caller: Caller, input: DisbursementInput, tx: Em | undefined): Promise<DisbursementRow> {
       // CONTRACT.md §6: a payout is never started without an idempotency key to retry it safely with.
       if (!tx) throw new ApiError("idempotency_key_required");
       const now = clock.now();
       validate(input, now);
-      if (!o.providers[caller.environment]) {
+      const provider = o.providers[caller.environment];
+      if (provider?.environment !== caller.environment) {
         throw new ApiError("unavailable", `No payment provider is configured for ${caller.environment}.`);
       }
       const [consent] = await sql<{ status: string; expires_at: Date }>(
@@ -122,6 +164,17 @@ export function createDisbursementService(o: {
         [caller.partnerId],
       );
       const rate = partner?.fee_rate_bps ?? 0;
+      if (provider.needsInstruments) {
+        // The platform's instruments for the user: a payout is not started that could not be paid or repaid.
+        const onFile = await o.instruments.onFile(tx, input.userId);
+        const missing: Record<string, string> = {};
+        if (input.destination === "BANK" && !onFile.bank)
+          missing.destination = "the user has no bank account on file for payouts; try WALLET";
+        if (input.destination === "WALLET" && !onFile.wallet)
+          missing.destination = "the user has no wallet on file for payouts; try BANK";
+        if (!onFile.debit) missing.repaymentSchedule = "the user has no direct-debit authorisation on file";
+        if (Object.keys(missing).length) throw validationFailed(missing);
+      }
       const id = newId("dsb");
       let row: DisbursementRow | undefined;
       try {
@@ -141,7 +194,7 @@ export function createDisbursementService(o: {
             input.destination,
             input.reference,
             new Date(input.scheduleAcceptedAt),
-            o.providers[caller.environment]?.name,
+            provider.name,
             now,
           ],
         );
@@ -205,76 +258,100 @@ export function createDisbursementService(o: {
     },
 
     /**
-     * The payout job. Claims PENDING → PROCESSING, asks the provider with our id as the idempotent
-     * reference (a PROCESSING disbursement found here is a crash after the claim: asking again returns the
-     * first outcome, it never pays twice), then records the outcome, the books and the event in one transaction.
+     * The payout job. Claims PENDING → PROCESSING and asks the provider with our id as the idempotent
+     * reference. A PROCESSING disbursement found here is a retry (a crash after the claim, a time-out, a
+     * pending answer): the provider is asked about that reference first, so a retry never pays twice. The
+     * outcome is then settled by {@link settlePayout}.
      */
     async payout(id: string): Promise<DisbursementRow["status"]> {
-      const [claimed] = await sql<DisbursementRow>(
+      const [claimed] = await sql<DisbursementRow & { previous_status: string }>(
         orm.em.fork(),
-        `update disbursements set status = 'PROCESSING', processing_at = $2 where id = $1 and status in ('PENDING', 'PROCESSING')
-         returning ${COLUMNS}`,
+        `update disbursements set status = 'PROCESSING', processing_at = $2
+           from (select id as old_id, status as previous_status from disbursements
+                  where id = $1 and status in ('PENDING', 'PROCESSING') for update) old
+          where id = old.old_id
+         returning ${COLUMNS}, previous_status`,
         [id, clock.now()],
       );
       if (!claimed) return "DELIVERED";
       failpoint("payout.before_provider");
-      const provider = o.providers[claimed.environment];
-      if (!provider) throw new Error(`no payment provider for ${claimed.environment}`);
-      const outcome = await provider.transfer(orm.em.fork(), {
-        reference: claimed.id,
-        partnerReference: claimed.reference,
-        amountKobo: BigInt(claimed.principal_kobo),
-        destination: claimed.destination,
-        userId: claimed.user_id,
-      });
+      const provider = providerOf(claimed.environment);
+      const outcome = await provider.transfer(
+        orm.em.fork(),
+        {
+          reference: claimed.id,
+          partnerReference: claimed.reference,
+          amountKobo: BigInt(claimed.principal_kobo),
+          destination: claimed.destination,
+          userId: claimed.user_id,
+        },
+        { resumed: claimed.previous_status === "PROCESSING" },
+      );
       failpoint("payout.after_provider");
+      return this.settlePayout(id, outcome);
+    },
+
+    /**
+     * Records what the provider says of a payout, whoever learnt it (the payout job, the provider's webhook,
+     * a sandbox helper). Every change is guarded by the status it starts from, so hearing the same outcome
+     * twice changes nothing. SUCCESS: DELIVERED, booked (principal out, fee) and `DISBURSEMENT_DELIVERED`.
+     * FAILED (or reversed before we saw it delivered): FAILED with the reason, the schedule cancelled.
+     * REVERSED after delivery: REVERSED with the reason, principal and fee booked back, the schedule
+     * cancelled; no event (CONTRACT.md §6).
+     */
+    async settlePayout(id: string, outcome: TransferOutcome): Promise<DisbursementRow["status"]> {
       return orm.em.fork().transactional(async (tx) => {
         const now = clock.now();
-        if (outcome.status === "FAILED") {
+        const [current] = await sql<DisbursementRow>(
+          tx,
+          `select ${COLUMNS} from disbursements where id = $1 for update`,
+          [id],
+        );
+        if (!current) throw new Error(`no disbursement ${id}`);
+        if (outcome.status === "PENDING") return current.status;
+        if (current.status === "PROCESSING" && outcome.status !== "SUCCESS") {
           await sql(
             tx,
-            "update disbursements set status = 'FAILED', failure_reason = $2, failed_at = $3 where id = $1 and status = 'PROCESSING'",
+            "update disbursements set status = 'FAILED', failure_reason = $2, failed_at = $3 where id = $1",
             [id, outcome.reason, now],
           );
-          // Nothing was paid, so nothing is owed.
-          await sql(
-            tx,
-            "update installments set status = 'CANCELLED', next_attempt_at = null where disbursement_id = $1 and status = 'SCHEDULED'",
-            [id],
-          );
+          await cancelSchedule(tx, id);
           return "FAILED";
         }
+        if (current.status === "DELIVERED" && outcome.status === "REVERSED") {
+          await sql(
+            tx,
+            "update disbursements set status = 'REVERSED', failure_reason = $2, reversed_at = $3 where id = $1",
+            [id, outcome.reason, now],
+          );
+          await book(tx, current, [
+            ["PRINCIPAL_REVERSED", BigInt(current.principal_kobo)],
+            ["FEE_REVERSED", BigInt(current.fee_kobo)],
+          ]);
+          await cancelSchedule(tx, id);
+          return "REVERSED";
+        }
+        if (current.status !== "PROCESSING" || outcome.status !== "SUCCESS") return current.status;
         failpoint("payout.before_record");
-        const [done] = await sql<DisbursementRow>(
-          tx,
-          `update disbursements set status = 'DELIVERED', delivered_at = $2 where id = $1 and status = 'PROCESSING' returning ${COLUMNS}`,
-          [id, now],
-        );
-        if (!done) return "DELIVERED";
-        await sql(
-          tx,
-          `insert into book_entries (partner_id, environment, disbursement_id, kind, amount_kobo, booked_at)
-           values ($1, $2, $3, 'PRINCIPAL_OUT', $4, $6), ($1, $2, $3, 'FEE', $5, $6)`,
-          [
-            done.partner_id,
-            done.environment,
-            done.id,
-            (-BigInt(done.principal_kobo)).toString(),
-            (-BigInt(done.fee_kobo)).toString(),
-            now,
-          ],
-        );
+        await sql(tx, "update disbursements set status = 'DELIVERED', delivered_at = $2 where id = $1", [
+          id,
+          now,
+        ]);
+        await book(tx, current, [
+          ["PRINCIPAL_OUT", -BigInt(current.principal_kobo)],
+          ["FEE", -BigInt(current.fee_kobo)],
+        ]);
         await outbox.raise(tx, {
-          partnerId: done.partner_id,
-          environment: done.environment,
+          partnerId: current.partner_id,
+          environment: current.environment,
           type: "DISBURSEMENT_DELIVERED",
           payload: {
-            disbursementId: done.id,
-            userId: done.user_id,
-            principalKobo: done.principal_kobo,
-            feeKobo: done.fee_kobo,
-            destination: done.destination,
-            reference: done.reference,
+            disbursementId: current.id,
+            userId: current.user_id,
+            principalKobo: current.principal_kobo,
+            feeKobo: current.fee_kobo,
+            destination: current.destination,
+            reference: current.reference,
             deliveredAt: now.toISOString(),
           },
         });
@@ -282,7 +359,18 @@ export function createDisbursementService(o: {
       });
     },
 
-    providerFor: (environment: Environment) => o.providers[environment],
+    /** A disbursement of the environment, for the provider's webhook (which names it by our reference). */
+    async byId(environment: Environment, id: string): Promise<DisbursementRow | undefined> {
+      if (!isId("dsb", id)) return undefined;
+      const [row] = await sql<DisbursementRow>(
+        orm.em.fork(),
+        `select ${COLUMNS} from disbursements where id = $1 and environment = $2`,
+        [id, environment],
+      );
+      return row;
+    },
+
+    providerFor: providerOf,
 
     /**
      * Resumes payouts left PENDING or PROCESSING longer than `olderThanMs` (their job was lost, or the
@@ -296,11 +384,15 @@ export function createDisbursementService(o: {
             and coalesce(processing_at, created_at) <= $1 order by created_at limit 200`,
         [new Date(clock.now().getTime() - olderThanMs)],
       );
-      for (const { id } of stuck) await this.payout(id);
+      for (const { id } of stuck) {
+        try {
+          await this.payout(id);
+        } catch (err) {
+          // One payout the provider cannot answer for now does not hold up the others.
+          o.logger.warn("payout not resumed", { disbursementId: id, err });
+        }
+      }
       return stuck.length;
     },
   };
 }
-
-/** The providers of this deployment: the simulator for sandbox; production's HTTP adapter is not built yet. */
-export const defaultProviders: Partial<Record<Environment, PaymentProvider>> = { sandbox: sandboxProvider };

@@ -12,8 +12,21 @@ export interface TransferRequest {
   userId: string;
 }
 
-/** The provider's answer. */
-export type TransferOutcome = { status: "SUCCESS" } | { status: "FAILED"; reason: string };
+/**
+ * The provider's answer about a transfer. `PENDING`: accepted and not settled yet (a webhook or a later
+ * question settles it). `REVERSED`: it went out and came back.
+ */
+export type TransferOutcome =
+  | { status: "SUCCESS" }
+  | { status: "PENDING" }
+  | { status: "FAILED"; reason: string }
+  | { status: "REVERSED"; reason: string };
+
+/** The provider's answer about a direct debit. */
+export type DebitOutcome =
+  | { status: "SUCCESS" }
+  | { status: "PENDING" }
+  | { status: "FAILED"; reason: string };
 
 /** What a direct debit asks of the provider. */
 export interface DebitRequest {
@@ -25,13 +38,30 @@ export interface DebitRequest {
   userId: string;
 }
 
-/** A payment provider behind one interface: the sandbox simulator, or an HTTP adapter in production. */
+/** How a call is made. */
+export interface CallOptions {
+  /**
+   * This reference may have reached the provider already (a retried job, a crashed worker, a pending answer):
+   * ask about it before sending anything.
+   */
+  resumed: boolean;
+}
+
+/**
+ * A payment provider behind one interface: the sandbox simulator, or the HTTP adapter in production. Every
+ * call is idempotent by our reference: calling again returns the first outcome and never moves money twice.
+ * A call that cannot tell what happened (time-out, network, provider error) throws, and is asked again.
+ */
 export interface PaymentProvider {
   readonly name: string;
-  /** Sends the transfer, or returns the earlier outcome for the same reference. */
-  transfer(em: Em, request: TransferRequest): Promise<TransferOutcome>;
-  /** Charges the user's stored debit authorisation, or returns the earlier outcome for the same reference. */
-  debit(em: Em, request: DebitRequest): Promise<TransferOutcome>;
+  /** The one environment this provider serves: a sandbox key never reaches a real provider, nor a live key the simulator. */
+  readonly environment: "sandbox" | "production";
+  /** Whether payouts and debits need the user's payment instruments on file (the simulator needs none). */
+  readonly needsInstruments: boolean;
+  /** Sends the transfer, or returns the outcome of the one already sent under this reference. */
+  transfer(em: Em, request: TransferRequest, options: CallOptions): Promise<TransferOutcome>;
+  /** Charges the user's stored debit authorisation, or returns the outcome of the charge already made under this reference. */
+  debit(em: Em, request: DebitRequest, options: CallOptions): Promise<DebitOutcome>;
 }
 
 /** Sandbox disbursements whose partner reference ends in this have every repayment debit fail. */
@@ -46,6 +76,8 @@ export const SANDBOX_FAIL_SUFFIX = "_fail";
  */
 export const sandboxProvider: PaymentProvider = {
   name: "sandbox",
+  environment: "sandbox",
+  needsInstruments: false,
   async transfer(em, request) {
     const fails =
       request.partnerReference.endsWith(SANDBOX_FAIL_SUFFIX) &&

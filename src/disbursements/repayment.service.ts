@@ -8,6 +8,7 @@ import { sql } from "../platform/db/sql.ts";
 import { validationFailed } from "../platform/errors.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
 import type { DisbursementService } from "./disbursement.service.ts";
+import type { DebitOutcome } from "./provider.ts";
 
 /** Repayment rules (CONTRACT.md §6), as data. */
 export const repaymentSchedule = {
@@ -15,8 +16,10 @@ export const repaymentSchedule = {
   retryEveryMs: ms.day,
   /** ...three times. */
   retries: 3,
-  /** A claimed debit is held this long; past it (a crashed worker) it is attempted again, same reference. */
+  /** A claimed debit is held this long; past it (a crashed worker) the provider is asked again, same reference. */
   leaseMs: 2 * ms.minute,
+  /** A debit the provider has not settled yet is asked about again this often (its webhook usually comes first). */
+  pendingRecheckMs: 10 * ms.minute,
 } as const;
 
 /** A repayment (an installment and its collection) as partners see it. */
@@ -56,38 +59,77 @@ export function createRepaymentService(o: {
 }) {
   const { orm, clock, outbox } = o;
   return {
-    /** Makes one debit attempt if the installment is due; safe to call any number of times. */
+    /**
+     * Makes one debit attempt if the installment is due; safe to call any number of times. A new attempt
+     * gets a new provider reference (`rpy_…:<attempt>`), kept as the pending reference until its outcome is
+     * recorded; while it is pending, a call asks the provider about it instead of charging again.
+     */
     async collect(installmentId: string): Promise<RepaymentRow["status"] | "NOT_DUE"> {
-      const now = clock.now();
-      const [claimed] = await sql<
-        RepaymentRow & {
-          partner_id: string;
-          environment: "sandbox" | "production";
-          user_id: string;
-          reference: string;
-          disbursement_status: string;
-        }
-      >(
+      const [claimed] = await sql<{
+        id: string;
+        amount_kobo: string;
+        user_id: string;
+        reference: string;
+        environment: "sandbox" | "production";
+        pending_reference: string;
+        was_pending: boolean;
+      }>(
         orm.em.fork(),
-        `update installments i set attempts = i.attempts + 1, next_attempt_at = $2::timestamptz + make_interval(secs => $3::double precision / 1000)
-           from disbursements d
-          where i.id = $1 and d.id = i.disbursement_id and i.status = 'SCHEDULED' and i.next_attempt_at <= $2
-            and d.status = 'DELIVERED'
-          returning i.id, i.disbursement_id, i.seq, to_char(i.due_date, 'YYYY-MM-DD') as due_date, i.amount_kobo::text,
-                    i.status, i.attempts, d.partner_id, d.environment, d.user_id, d.reference`,
-        [installmentId, now, repaymentSchedule.leaseMs],
+        `update installments i
+            set attempts = i.attempts + case when old.previous_reference is null then 1 else 0 end,
+                pending_reference = coalesce(old.previous_reference, i.id || ':' || (i.attempts + 1)),
+                next_attempt_at = $2::timestamptz + make_interval(secs => $3::double precision / 1000)
+           from disbursements d,
+                (select id as old_id, pending_reference as previous_reference from installments
+                  where id = $1 and status = 'SCHEDULED' and next_attempt_at <= $2 for update) old
+          where i.id = old.old_id and d.id = i.disbursement_id
+            and (d.status = 'DELIVERED' or old.previous_reference is not null)
+          returning i.id, i.amount_kobo::text, d.user_id, d.reference, d.environment, i.pending_reference,
+                    old.previous_reference is not null as was_pending`,
+        [installmentId, clock.now(), repaymentSchedule.leaseMs],
       );
       if (!claimed) return "NOT_DUE";
       const provider = o.disbursements.providerFor(claimed.environment);
-      if (!provider) throw new Error(`no payment provider for ${claimed.environment}`);
-      const outcome = await provider.debit(orm.em.fork(), {
-        reference: `${claimed.id}:${claimed.attempts}`,
-        partnerReference: claimed.reference,
-        amountKobo: BigInt(claimed.amount_kobo),
-        userId: claimed.user_id,
-      });
+      const outcome = await provider.debit(
+        orm.em.fork(),
+        {
+          reference: claimed.pending_reference,
+          partnerReference: claimed.reference,
+          amountKobo: BigInt(claimed.amount_kobo),
+          userId: claimed.user_id,
+        },
+        { resumed: claimed.was_pending },
+      );
+      return this.settleDebit(claimed.pending_reference, outcome);
+    },
+
+    /**
+     * Records what the provider says of a debit, whoever learnt it (the debit job or the provider's webhook).
+     * Only the pending reference is settled, once: SUCCESS writes the user's ledger, the partner's books and
+     * `REPAYMENT_COLLECTED`; FAILED emits `REPAYMENT_FAILED` and schedules the next daily retry, or gives up
+     * after the third. PENDING leaves it to be asked again (or settled by the webhook).
+     */
+    async settleDebit(reference: string, outcome: DebitOutcome): Promise<RepaymentRow["status"] | "NOT_DUE"> {
       return orm.em.fork().transactional(async (tx) => {
         const at = clock.now();
+        const [claimed] = await sql<
+          RepaymentRow & { partner_id: string; environment: "sandbox" | "production"; user_id: string }
+        >(
+          tx,
+          `select i.id, i.disbursement_id, to_char(i.due_date, 'YYYY-MM-DD') as due_date, i.amount_kobo::text, i.status,
+                  i.attempts, d.partner_id, d.environment, d.user_id
+             from installments i join disbursements d on d.id = i.disbursement_id
+            where i.pending_reference = $1 for update of i`,
+          [reference],
+        );
+        if (!claimed) return "NOT_DUE";
+        if (outcome.status === "PENDING") {
+          await sql(tx, "update installments set next_attempt_at = $2 where id = $1", [
+            claimed.id,
+            new Date(at.getTime() + repaymentSchedule.pendingRecheckMs),
+          ]);
+          return "SCHEDULED";
+        }
         const payload = {
           repaymentId: claimed.id,
           disbursementId: claimed.disbursement_id,
@@ -97,12 +139,12 @@ export function createRepaymentService(o: {
           attempt: claimed.attempts,
         };
         if (outcome.status === "SUCCESS") {
-          const [done] = await sql(
+          await sql(
             tx,
-            "update installments set status = 'COLLECTED', collected_at = $2, next_attempt_at = null where id = $1 and status = 'SCHEDULED' returning id",
+            `update installments set status = 'COLLECTED', collected_at = $2, next_attempt_at = null, pending_reference = null
+              where id = $1`,
             [claimed.id, at],
           );
-          if (!done) return "COLLECTED";
           await o.ledger.ingest(
             [
               {
@@ -141,11 +183,11 @@ export function createRepaymentService(o: {
         const willRetry = claimed.attempts <= repaymentSchedule.retries;
         await sql(
           tx,
-          `update installments set last_failure = $2,
+          `update installments set last_failure = $2, pending_reference = null,
                   status = case when $3 then 'SCHEDULED' else 'FAILED' end,
                   next_attempt_at = case when $3 then $4::timestamptz else null end,
                   failed_at = case when $3 then null else $5::timestamptz end
-            where id = $1 and status = 'SCHEDULED'`,
+            where id = $1`,
           [
             claimed.id,
             outcome.reason,
@@ -164,12 +206,27 @@ export function createRepaymentService(o: {
       });
     },
 
+    /** The debit in flight under a provider reference, in an environment (for the provider's webhook). */
+    async pendingDebit(
+      environment: "sandbox" | "production",
+      reference: string,
+    ): Promise<{ installmentId: string; amountKobo: bigint } | undefined> {
+      const [row] = await sql<{ id: string; amount_kobo: string }>(
+        orm.em.fork(),
+        `select i.id, i.amount_kobo::text from installments i join disbursements d on d.id = i.disbursement_id
+          where i.pending_reference = $1 and d.environment = $2`,
+        [reference, environment],
+      );
+      return row ? { installmentId: row.id, amountKobo: BigInt(row.amount_kobo) } : undefined;
+    },
+
     /** Collects every installment due now (the minute sweep; also what a test's clock drives). */
     async collectDue(limit = 500): Promise<number> {
       const due = await sql<{ id: string }>(
         orm.em.fork(),
         `select i.id from installments i join disbursements d on d.id = i.disbursement_id
-          where i.status = 'SCHEDULED' and i.next_attempt_at <= $1 and d.status = 'DELIVERED'
+          where i.status = 'SCHEDULED' and i.next_attempt_at <= $1
+            and (d.status = 'DELIVERED' or i.pending_reference is not null)
           order by i.next_attempt_at limit $2`,
         [clock.now(), limit],
       );
@@ -205,12 +262,13 @@ export function createRepaymentService(o: {
           order by booked_at, id`,
         [caller.partnerId, caller.environment, from, to],
       );
-      const sum = (kind: string) =>
-        rows.filter((r) => r.kind === kind).reduce((s, r) => s + BigInt(r.amount_kobo), 0n);
+      const sum = (...kinds: string[]) =>
+        rows.filter((r) => kinds.includes(r.kind)).reduce((s, r) => s + BigInt(r.amount_kobo), 0n);
       return {
         entries: rows,
-        principalOutKobo: sum("PRINCIPAL_OUT"),
-        feesKobo: sum("FEE"),
+        // Net of reversals: a reversed payout's principal and fee come back.
+        principalOutKobo: sum("PRINCIPAL_OUT", "PRINCIPAL_REVERSED"),
+        feesKobo: sum("FEE", "FEE_REVERSED"),
         repaymentsInKobo: sum("REPAYMENT_IN"),
         netKobo: rows.reduce((s, r) => s + BigInt(r.amount_kobo), 0n),
       };

@@ -5,11 +5,14 @@ import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { createUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
+import { type FakePaystack, startFakePaystack } from "../support/fake-paystack.ts";
 import { type ServiceProcess, startServiceProcess } from "../support/process.ts";
 import { eventually } from "../support/wait.ts";
 
-// The API in this process; payout workers in child processes that die with SIGKILL at a chosen step.
+// The API in this process; payout workers in child processes that die with SIGKILL at a chosen step; the
+// payment provider a local server speaking its HTTP API, where a second transfer would show.
 let t: TestApp;
+let fake: FakePaystack;
 let p: PartnerFixture;
 let worker: ServiceProcess | undefined;
 
@@ -20,12 +23,20 @@ const workerEnv = (failpoint?: string) => ({
   INTERNAL_TOKEN: t.internalToken,
   PAYOUT_RESUME_AFTER_MS: "0",
   FAILPOINTS: failpoint ?? "",
+  PAYMENT_PROVIDER_URL: fake.url,
+  PAYMENT_PROVIDER_SECRET_KEY: fake.secretKey,
 });
 
 beforeAll(async () => {
-  t = await startTestApp({ config: { role: "api" } });
+  fake = await startFakePaystack();
+  t = await startTestApp({
+    config: {
+      role: "api",
+      paymentProvider: { baseUrl: fake.url, secretKey: fake.secretKey, timeoutMs: 5_000 },
+    },
+  });
   p = await createPartner(t);
-  await createWebhook(t.partnerUrl, p.sandboxKey, {
+  await createWebhook(t.partnerUrl, p.liveKey, {
     url: "http://127.0.0.1:9/hooks",
     events: ["DISBURSEMENT_DELIVERED"],
   });
@@ -36,6 +47,7 @@ afterAll(async () => {
     await worker.exited;
   }
   await t?.stop();
+  await fake?.close();
 });
 
 const count = async (text: string, params: unknown[]) =>
@@ -44,7 +56,13 @@ const count = async (text: string, params: unknown[]) =>
 describe("a payout worker killed at each step", () => {
   for (const step of ["payout.before_provider", "payout.after_provider", "payout.before_record"]) {
     it(`${step}: after a restart, exactly one transfer, DELIVERED, one event, booked once`, async () => {
-      const u = await createUser(t);
+      const u = await createUser(t, { environment: "production" });
+      await t.internal.users.setPaymentInstruments({
+        userId: u.userId,
+        bankRecipientCode: "RCP_crash",
+        debitAuthorizationCode: "AUTH_crash",
+        debitEmail: "crash@example.com",
+      });
       await t.internal.consents.grantConsent({
         userId: u.userId,
         partnerId: p.partnerId,
@@ -53,12 +71,12 @@ describe("a payout worker killed at each step", () => {
       });
       worker = await startServiceProcess(workerEnv(step));
       const res = await rest(t.partnerUrl, "POST", "/partner/v1/disbursements", {
-        key: p.sandboxKey,
+        key: p.liveKey,
         headers: { "idempotency-key": `crash-${step}` },
         body: {
           userId: u.userId,
           principalKobo: "2500000",
-          destination: "WALLET",
+          destination: "BANK",
           reference: `crash-${step}`,
           repaymentSchedule: {
             installments: [
@@ -73,22 +91,22 @@ describe("a payout worker killed at each step", () => {
       });
       expect(res.status).toBe(200);
       expect(await worker.exited).toBe("SIGKILL");
-      const transfersBefore = await count("select 1 from sandbox_transfers where reference = $1", [
-        res.body.id,
-      ]);
-      expect(transfersBefore).toBe(step === "payout.before_provider" ? 0 : 1);
+      const transfers = () => [...fake.transfers.values()].filter((x) => x.reference === res.body.id);
+      expect(transfers()).toHaveLength(step === "payout.before_provider" ? 0 : 1);
 
       worker = await startServiceProcess(workerEnv());
       await eventually(
         async () =>
-          (await rest(t.partnerUrl, "GET", `/partner/v1/disbursements/${res.body.id}`, { key: p.sandboxKey }))
+          (await rest(t.partnerUrl, "GET", `/partner/v1/disbursements/${res.body.id}`, { key: p.liveKey }))
             .body.status === "DELIVERED",
         {
           timeoutMs: 20_000,
           what: "DELIVERED after restart",
         },
       );
-      expect(await count("select 1 from sandbox_transfers where reference = $1", [res.body.id])).toBe(1);
+      expect(transfers()).toHaveLength(1);
+      // The restarted worker asked about the reference; it never even tried to send a second transfer.
+      expect(fake.calls.filter((c) => c === "POST /transfer")).toHaveLength(fake.transfers.size);
       expect(
         await count("select 1 from events where type = 'DISBURSEMENT_DELIVERED' and body like $1", [
           `%${res.body.id}%`,

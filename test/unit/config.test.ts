@@ -44,4 +44,21 @@ describe("configuration", () => {
       refillPerSecond: 500_000,
     });
   });
+
+  it("takes the payment provider's URL and secret key together, or leaves production without one", () => {
+    expect(loadConfig({}).paymentProvider).toBeUndefined();
+    expect(() => loadConfig({ PAYMENT_PROVIDER_URL: "https://api.example.com" })).toThrow(
+      /PAYMENT_PROVIDER_URL and PAYMENT_PROVIDER_SECRET_KEY/,
+    );
+    expect(() => loadConfig({ PAYMENT_PROVIDER_SECRET_KEY: "sk_live_x" })).toThrow(/set together/);
+    expect(() =>
+      loadConfig({ PAYMENT_PROVIDER_URL: "api.example.com", PAYMENT_PROVIDER_SECRET_KEY: "sk_live_x" }),
+    ).toThrow(/absolute http/);
+    expect(
+      loadConfig({
+        PAYMENT_PROVIDER_URL: "https://api.example.com/",
+        PAYMENT_PROVIDER_SECRET_KEY: "sk_live_x",
+      }).paymentProvider,
+    ).toEqual({ baseUrl: "https://api.example.com", secretKey: "sk_live_x", timeoutMs: 30_000 });
+  });
 });

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file internal/v1/users.proto.
  */
 export const file_internal_v1_users: GenFile = /*@__PURE__*/
-  fileDesc("ChdpbnRlcm5hbC92MS91c2Vycy5wcm90bxILaW50ZXJuYWwudjEiiwEKEVVwc2VydFVzZXJSZXF1ZXN0EgoKAmlkGAEgASgJEhQKDHBob25lX251bWJlchgCIAEoCRIPCgdzZWdtZW50GAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2Vudmlyb25tZW50GAUgASgJIjEKElVwc2VydFVzZXJSZXNwb25zZRIKCgJpZBgBIAEoCRIPCgdjcmVhdGVkGAIgASgIIssBChNHcmFudENvbnNlbnRSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEgoKcGFydG5lcl9pZBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIOCgZzY29wZXMYBCADKAkSGgoSbGVkZ2VyX3dpbmRvd19kYXlzGAUgASgFEh4KFm1heF9sZWRnZXJfd2luZG93X2RheXMYBiABKAUSLgoKZXhwaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPAoUR3JhbnRDb25zZW50UmVzcG9uc2USJAoHY29uc2VudBgBIAEoCzITLnBhcnRuZXIudjEuQ29uc2VudCIqChRSZXZva2VDb25zZW50UmVxdWVzdBISCgpjb25zZW50X2lkGAEgASgJIj0KFVJldm9rZUNvbnNlbnRSZXNwb25zZRIkCgdjb25zZW50GAEgASgLMhMucGFydG5lci52MS5Db25zZW50IioKF0xpc3RVc2VyQ29uc2VudHNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkixwEKGExpc3RVc2VyQ29uc2VudHNSZXNwb25zZRI9Cghjb25zZW50cxgBIAMoCzIrLmludGVybmFsLnYxLkxpc3RVc2VyQ29uc2VudHNSZXNwb25zZS5FbnRyeRpsCgVFbnRyeRIkCgdjb25zZW50GAEgASgLMhMucGFydG5lci52MS5Db25zZW50EhIKCnBhcnRuZXJfaWQYAiABKAkSFAoMcGFydG5lcl9uYW1lGAMgASgJEhMKC2Vudmlyb25tZW50GAQgASgJMlwKC1VzZXJTZXJ2aWNlEk0KClVwc2VydFVzZXISHi5pbnRlcm5hbC52MS5VcHNlcnRVc2VyUmVxdWVzdBofLmludGVybmFsLnYxLlVwc2VydFVzZXJSZXNwb25zZTKjAgoTQ29uc2VudEFkbWluU2VydmljZRJTCgxHcmFudENvbnNlbnQSIC5pbnRlcm5hbC52MS5HcmFudENvbnNlbnRSZXF1ZXN0GiEuaW50ZXJuYWwudjEuR3JhbnRDb25zZW50UmVzcG9uc2USVgoNUmV2b2tlQ29uc2VudBIhLmludGVybmFsLnYxLlJldm9rZUNvbnNlbnRSZXF1ZXN0GiIuaW50ZXJuYWwudjEuUmV2b2tlQ29uc2VudFJlc3BvbnNlEl8KEExpc3RVc2VyQ29uc2VudHMSJC5pbnRlcm5hbC52MS5MaXN0VXNlckNvbnNlbnRzUmVxdWVzdBolLmludGVybmFsLnYxLkxpc3RVc2VyQ29uc2VudHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_partner_v1_consents]);
+  fileDesc("ChdpbnRlcm5hbC92MS91c2Vycy5wcm90bxILaW50ZXJuYWwudjEiiwEKEVVwc2VydFVzZXJSZXF1ZXN0EgoKAmlkGAEgASgJEhQKDHBob25lX251bWJlchgCIAEoCRIPCgdzZWdtZW50GAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2Vudmlyb25tZW50GAUgASgJIjEKElVwc2VydFVzZXJSZXNwb25zZRIKCgJpZBgBIAEoCRIPCgdjcmVhdGVkGAIgASgIIqIBChxTZXRQYXltZW50SW5zdHJ1bWVudHNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSGwoTYmFua19yZWNpcGllbnRfY29kZRgCIAEoCRIdChV3YWxsZXRfcmVjaXBpZW50X2NvZGUYAyABKAkSIAoYZGViaXRfYXV0aG9yaXphdGlvbl9jb2RlGAQgASgJEhMKC2RlYml0X2VtYWlsGAUgASgJIkwKHVNldFBheW1lbnRJbnN0cnVtZW50c1Jlc3BvbnNlEgwKBGJhbmsYASABKAgSDgoGd2FsbGV0GAIgASgIEg0KBWRlYml0GAMgASgIIssBChNHcmFudENvbnNlbnRSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEgoKcGFydG5lcl9pZBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIOCgZzY29wZXMYBCADKAkSGgoSbGVkZ2VyX3dpbmRvd19kYXlzGAUgASgFEh4KFm1heF9sZWRnZXJfd2luZG93X2RheXMYBiABKAUSLgoKZXhwaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPAoUR3JhbnRDb25zZW50UmVzcG9uc2USJAoHY29uc2VudBgBIAEoCzITLnBhcnRuZXIudjEuQ29uc2VudCIqChRSZXZva2VDb25zZW50UmVxdWVzdBISCgpjb25zZW50X2lkGAEgASgJIj0KFVJldm9rZUNvbnNlbnRSZXNwb25zZRIkCgdjb25zZW50GAEgASgLMhMucGFydG5lci52MS5Db25zZW50IioKF0xpc3RVc2VyQ29uc2VudHNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkixwEKGExpc3RVc2VyQ29uc2VudHNSZXNwb25zZRI9Cghjb25zZW50cxgBIAMoCzIrLmludGVybmFsLnYxLkxpc3RVc2VyQ29uc2VudHNSZXNwb25zZS5FbnRyeRpsCgVFbnRyeRIkCgdjb25zZW50GAEgASgLMhMucGFydG5lci52MS5Db25zZW50EhIKCnBhcnRuZXJfaWQYAiABKAkSFAoMcGFydG5lcl9uYW1lGAMgASgJEhMKC2Vudmlyb25tZW50GAQgASgJMswBCgtVc2VyU2VydmljZRJNCgpVcHNlcnRVc2VyEh4uaW50ZXJuYWwudjEuVXBzZXJ0VXNlclJlcXVlc3QaHy5pbnRlcm5hbC52MS5VcHNlcnRVc2VyUmVzcG9uc2USbgoVU2V0UGF5bWVudEluc3RydW1lbnRzEikuaW50ZXJuYWwudjEuU2V0UGF5bWVudEluc3RydW1lbnRzUmVxdWVzdBoqLmludGVybmFsLnYxLlNldFBheW1lbnRJbnN0cnVtZW50c1Jlc3BvbnNlMqMCChNDb25zZW50QWRtaW5TZXJ2aWNlElMKDEdyYW50Q29uc2VudBIgLmludGVybmFsLnYxLkdyYW50Q29uc2VudFJlcXVlc3QaIS5pbnRlcm5hbC52MS5HcmFudENvbnNlbnRSZXNwb25zZRJWCg1SZXZva2VDb25zZW50EiEuaW50ZXJuYWwudjEuUmV2b2tlQ29uc2VudFJlcXVlc3QaIi5pbnRlcm5hbC52MS5SZXZva2VDb25zZW50UmVzcG9uc2USXwoQTGlzdFVzZXJDb25zZW50cxIkLmludGVybmFsLnYxLkxpc3RVc2VyQ29uc2VudHNSZXF1ZXN0GiUuaW50ZXJuYWwudjEuTGlzdFVzZXJDb25zZW50c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp, file_partner_v1_consents]);
 
 /**
  * UpsertUserRequest describes the user.
@@ -94,6 +94,90 @@ export const UpsertUserResponseSchema: GenMessage<UpsertUserResponse> = /*@__PUR
   messageDesc(file_internal_v1_users, 1);
 
 /**
+ * SetPaymentInstrumentsRequest holds the provider codes; an empty field means none on file.
+ *
+ * @generated from message internal.v1.SetPaymentInstrumentsRequest
+ */
+export type SetPaymentInstrumentsRequest = Message<"internal.v1.SetPaymentInstrumentsRequest"> & {
+  /**
+   * The user.
+   *
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * The provider's transfer recipient for the user's bank account (`RCP_…`).
+   *
+   * @generated from field: string bank_recipient_code = 2;
+   */
+  bankRecipientCode: string;
+
+  /**
+   * The provider's transfer recipient for the user's wallet.
+   *
+   * @generated from field: string wallet_recipient_code = 3;
+   */
+  walletRecipientCode: string;
+
+  /**
+   * The provider's reusable authorisation that direct debits are charged against (`AUTH_…`).
+   *
+   * @generated from field: string debit_authorization_code = 4;
+   */
+  debitAuthorizationCode: string;
+
+  /**
+   * The e-mail address the provider holds the authorisation under; required with it.
+   *
+   * @generated from field: string debit_email = 5;
+   */
+  debitEmail: string;
+};
+
+/**
+ * Describes the message internal.v1.SetPaymentInstrumentsRequest.
+ * Use `create(SetPaymentInstrumentsRequestSchema)` to create a new message.
+ */
+export const SetPaymentInstrumentsRequestSchema: GenMessage<SetPaymentInstrumentsRequest> = /*@__PURE__*/
+  messageDesc(file_internal_v1_users, 2);
+
+/**
+ * SetPaymentInstrumentsResponse says what is now on file.
+ *
+ * @generated from message internal.v1.SetPaymentInstrumentsResponse
+ */
+export type SetPaymentInstrumentsResponse = Message<"internal.v1.SetPaymentInstrumentsResponse"> & {
+  /**
+   * A bank account for payouts.
+   *
+   * @generated from field: bool bank = 1;
+   */
+  bank: boolean;
+
+  /**
+   * A wallet for payouts.
+   *
+   * @generated from field: bool wallet = 2;
+   */
+  wallet: boolean;
+
+  /**
+   * A direct-debit authorisation.
+   *
+   * @generated from field: bool debit = 3;
+   */
+  debit: boolean;
+};
+
+/**
+ * Describes the message internal.v1.SetPaymentInstrumentsResponse.
+ * Use `create(SetPaymentInstrumentsResponseSchema)` to create a new message.
+ */
+export const SetPaymentInstrumentsResponseSchema: GenMessage<SetPaymentInstrumentsResponse> = /*@__PURE__*/
+  messageDesc(file_internal_v1_users, 3);
+
+/**
  * GrantConsentRequest describes the grant.
  *
  * @generated from message internal.v1.GrantConsentRequest
@@ -154,7 +238,7 @@ export type GrantConsentRequest = Message<"internal.v1.GrantConsentRequest"> & {
  * Use `create(GrantConsentRequestSchema)` to create a new message.
  */
 export const GrantConsentRequestSchema: GenMessage<GrantConsentRequest> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 2);
+  messageDesc(file_internal_v1_users, 4);
 
 /**
  * GrantConsentResponse holds the new consent.
@@ -175,7 +259,7 @@ export type GrantConsentResponse = Message<"internal.v1.GrantConsentResponse"> &
  * Use `create(GrantConsentResponseSchema)` to create a new message.
  */
 export const GrantConsentResponseSchema: GenMessage<GrantConsentResponse> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 3);
+  messageDesc(file_internal_v1_users, 5);
 
 /**
  * RevokeConsentRequest names the consent.
@@ -196,7 +280,7 @@ export type RevokeConsentRequest = Message<"internal.v1.RevokeConsentRequest"> &
  * Use `create(RevokeConsentRequestSchema)` to create a new message.
  */
 export const RevokeConsentRequestSchema: GenMessage<RevokeConsentRequest> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 4);
+  messageDesc(file_internal_v1_users, 6);
 
 /**
  * RevokeConsentResponse holds the consent as it now is.
@@ -217,7 +301,7 @@ export type RevokeConsentResponse = Message<"internal.v1.RevokeConsentResponse">
  * Use `create(RevokeConsentResponseSchema)` to create a new message.
  */
 export const RevokeConsentResponseSchema: GenMessage<RevokeConsentResponse> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 5);
+  messageDesc(file_internal_v1_users, 7);
 
 /**
  * ListUserConsentsRequest names the user.
@@ -238,7 +322,7 @@ export type ListUserConsentsRequest = Message<"internal.v1.ListUserConsentsReque
  * Use `create(ListUserConsentsRequestSchema)` to create a new message.
  */
 export const ListUserConsentsRequestSchema: GenMessage<ListUserConsentsRequest> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 6);
+  messageDesc(file_internal_v1_users, 8);
 
 /**
  * ListUserConsentsResponse holds the consents with their partners.
@@ -259,7 +343,7 @@ export type ListUserConsentsResponse = Message<"internal.v1.ListUserConsentsResp
  * Use `create(ListUserConsentsResponseSchema)` to create a new message.
  */
 export const ListUserConsentsResponseSchema: GenMessage<ListUserConsentsResponse> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 7);
+  messageDesc(file_internal_v1_users, 9);
 
 /**
  * A consent and its partner's name.
@@ -301,7 +385,7 @@ export type ListUserConsentsResponse_Entry = Message<"internal.v1.ListUserConsen
  * Use `create(ListUserConsentsResponse_EntrySchema)` to create a new message.
  */
 export const ListUserConsentsResponse_EntrySchema: GenMessage<ListUserConsentsResponse_Entry> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 7, 0);
+  messageDesc(file_internal_v1_users, 9, 0);
 
 /**
  * UserService is how the platform feeds its users to the service.
@@ -318,6 +402,18 @@ export const UserService: GenService<{
     methodKind: "unary";
     input: typeof UpsertUserRequestSchema;
     output: typeof UpsertUserResponseSchema;
+  },
+  /**
+   * Replaces the user's payment instruments: the payment provider's codes for payouts to the user's bank
+   * account or wallet, and for direct debits. Sealed at rest, never shown to partners or written to logs.
+   * Production disbursements need the instrument of their destination and a debit authorisation.
+   *
+   * @generated from rpc internal.v1.UserService.SetPaymentInstruments
+   */
+  setPaymentInstruments: {
+    methodKind: "unary";
+    input: typeof SetPaymentInstrumentsRequestSchema;
+    output: typeof SetPaymentInstrumentsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_internal_v1_users, 0);

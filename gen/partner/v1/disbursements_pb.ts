@@ -11,7 +11,7 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file partner/v1/disbursements.proto.
  */
 export const file_partner_v1_disbursements: GenFile = /*@__PURE__*/
-  fileDesc("Ch5wYXJ0bmVyL3YxL2Rpc2J1cnNlbWVudHMucHJvdG8SCnBhcnRuZXIudjEixAIKCVJlcGF5bWVudBIKCgJpZBgBIAEoCRIXCg9kaXNidXJzZW1lbnRfaWQYAiABKAkSCwoDc2VxGAMgASgFEhAKCGR1ZV9kYXRlGAQgASgJEhMKC2Ftb3VudF9rb2JvGAUgASgDEiwKBnN0YXR1cxgGIAEoDjIcLnBhcnRuZXIudjEuUmVwYXltZW50LlN0YXR1cxIQCghhdHRlbXB0cxgHIAEoBRIXCg9uZXh0X2F0dGVtcHRfYXQYCCABKAkSFAoMbGFzdF9mYWlsdXJlGAkgASgJEhQKDGNvbGxlY3RlZF9hdBgKIAEoCSJZCgZTdGF0dXMSFgoSU1RBVFVTX1VOU1BFQ0lGSUVEEAASDQoJU0NIRURVTEVEEAESDQoJQ09MTEVDVEVEEAISCgoGRkFJTEVEEAMSDQoJQ0FOQ0VMTEVEEAQiMAoVTGlzdFJlcGF5bWVudHNSZXF1ZXN0EhcKD2Rpc2J1cnNlbWVudF9pZBgBIAEoCSJVChZMaXN0UmVwYXltZW50c1Jlc3BvbnNlEikKCnJlcGF5bWVudHMYASADKAsyFS5wYXJ0bmVyLnYxLlJlcGF5bWVudBIQCghoYXNfbW9yZRgCIAEoCCJwCglCb29rRW50cnkSDAoEa2luZBgBIAEoCRITCgthbW91bnRfa29ibxgCIAEoAxIXCg9kaXNidXJzZW1lbnRfaWQYAyABKAkSFAoMcmVwYXltZW50X2lkGAQgASgJEhEKCWJvb2tlZF9hdBgFIAEoCSIrCg9HZXRCb29rc1JlcXVlc3QSDAoEZnJvbRgBIAEoCRIKCgJ0bxgCIAEoCSKXAQoQR2V0Qm9va3NSZXNwb25zZRImCgdlbnRyaWVzGAEgAygLMhUucGFydG5lci52MS5Cb29rRW50cnkSGgoScHJpbmNpcGFsX291dF9rb2JvGAIgASgDEhEKCWZlZXNfa29ibxgDIAEoAxIaChJyZXBheW1lbnRzX2luX2tvYm8YBCABKAMSEAoIbmV0X2tvYm8YBSABKAMirwQKDERpc2J1cnNlbWVudBIKCgJpZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEi8KBnN0YXR1cxgDIAEoDjIfLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50LlN0YXR1cxIWCg5wcmluY2lwYWxfa29ibxgEIAEoAxIQCghmZWVfa29ibxgFIAEoAxIUCgxmZWVfcmF0ZV9icHMYBiABKAUSOQoLZGVzdGluYXRpb24YByABKA4yJC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudC5EZXN0aW5hdGlvbhIRCglyZWZlcmVuY2UYCCABKAkSOQoScmVwYXltZW50X3NjaGVkdWxlGAkgASgLMh0ucGFydG5lci52MS5SZXBheW1lbnRTY2hlZHVsZRIcChRzY2hlZHVsZV9hY2NlcHRlZF9hdBgKIAEoCRIWCg5mYWlsdXJlX3JlYXNvbhgLIAEoCRISCgpjcmVhdGVkX2F0GAwgASgJEhQKDGRlbGl2ZXJlZF9hdBgNIAEoCSJmCgZTdGF0dXMSFgoSU1RBVFVTX1VOU1BFQ0lGSUVEEAASCwoHUEVORElORxABEg4KClBST0NFU1NJTkcQAhINCglERUxJVkVSRUQQAxIKCgZGQUlMRUQQBBIMCghSRVZFUlNFRBAFIkAKC0Rlc3RpbmF0aW9uEhsKF0RFU1RJTkFUSU9OX1VOU1BFQ0lGSUVEEAASCgoGV0FMTEVUEAESCAoEQkFOSxACIkIKEVJlcGF5bWVudFNjaGVkdWxlEi0KDGluc3RhbGxtZW50cxgBIAMoCzIXLnBhcnRuZXIudjEuSW5zdGFsbG1lbnQiNAoLSW5zdGFsbG1lbnQSEAoIZHVlX2RhdGUYASABKAkSEwoLYW1vdW50X2tvYm8YAiABKAMi6wEKGUNyZWF0ZURpc2J1cnNlbWVudFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIWCg5wcmluY2lwYWxfa29ibxgCIAEoAxI5CgtkZXN0aW5hdGlvbhgDIAEoDjIkLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50LkRlc3RpbmF0aW9uEhEKCXJlZmVyZW5jZRgEIAEoCRI5ChJyZXBheW1lbnRfc2NoZWR1bGUYBSABKAsyHS5wYXJ0bmVyLnYxLlJlcGF5bWVudFNjaGVkdWxlEhwKFHNjaGVkdWxlX2FjY2VwdGVkX2F0GAYgASgJIkwKGkNyZWF0ZURpc2J1cnNlbWVudFJlc3BvbnNlEi4KDGRpc2J1cnNlbWVudBgBIAEoCzIYLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50IiQKFkdldERpc2J1cnNlbWVudFJlcXVlc3QSCgoCaWQYASABKAkiSQoXR2V0RGlzYnVyc2VtZW50UmVzcG9uc2USLgoMZGlzYnVyc2VtZW50GAEgASgLMhgucGFydG5lci52MS5EaXNidXJzZW1lbnQyxwQKE0Rpc2J1cnNlbWVudFNlcnZpY2USlwEKEkNyZWF0ZURpc2J1cnNlbWVudBIlLnBhcnRuZXIudjEuQ3JlYXRlRGlzYnVyc2VtZW50UmVxdWVzdBomLnBhcnRuZXIudjEuQ3JlYXRlRGlzYnVyc2VtZW50UmVzcG9uc2UiMoLT5JMCLDoBKmIMZGlzYnVyc2VtZW50IhkvcGFydG5lci92MS9kaXNidXJzZW1lbnRzEpMBCg9HZXREaXNidXJzZW1lbnQSIi5wYXJ0bmVyLnYxLkdldERpc2J1cnNlbWVudFJlcXVlc3QaIy5wYXJ0bmVyLnYxLkdldERpc2J1cnNlbWVudFJlc3BvbnNlIjeQAgGC0+STAi5iDGRpc2J1cnNlbWVudBIeL3BhcnRuZXIvdjEvZGlzYnVyc2VtZW50cy97aWR9EpoBCg5MaXN0UmVwYXltZW50cxIhLnBhcnRuZXIudjEuTGlzdFJlcGF5bWVudHNSZXF1ZXN0GiIucGFydG5lci52MS5MaXN0UmVwYXltZW50c1Jlc3BvbnNlIkGQAgGC0+STAjgSNi9wYXJ0bmVyL3YxL2Rpc2J1cnNlbWVudHMve2Rpc2J1cnNlbWVudF9pZH0vcmVwYXltZW50cxJjCghHZXRCb29rcxIbLnBhcnRuZXIudjEuR2V0Qm9va3NSZXF1ZXN0GhwucGFydG5lci52MS5HZXRCb29rc1Jlc3BvbnNlIhyQAgGC0+STAhMSES9wYXJ0bmVyL3YxL2Jvb2tzYgZwcm90bzM", [file_google_api_annotations]);
+  fileDesc("Ch5wYXJ0bmVyL3YxL2Rpc2J1cnNlbWVudHMucHJvdG8SCnBhcnRuZXIudjEixAIKCVJlcGF5bWVudBIKCgJpZBgBIAEoCRIXCg9kaXNidXJzZW1lbnRfaWQYAiABKAkSCwoDc2VxGAMgASgFEhAKCGR1ZV9kYXRlGAQgASgJEhMKC2Ftb3VudF9rb2JvGAUgASgDEiwKBnN0YXR1cxgGIAEoDjIcLnBhcnRuZXIudjEuUmVwYXltZW50LlN0YXR1cxIQCghhdHRlbXB0cxgHIAEoBRIXCg9uZXh0X2F0dGVtcHRfYXQYCCABKAkSFAoMbGFzdF9mYWlsdXJlGAkgASgJEhQKDGNvbGxlY3RlZF9hdBgKIAEoCSJZCgZTdGF0dXMSFgoSU1RBVFVTX1VOU1BFQ0lGSUVEEAASDQoJU0NIRURVTEVEEAESDQoJQ09MTEVDVEVEEAISCgoGRkFJTEVEEAMSDQoJQ0FOQ0VMTEVEEAQiMAoVTGlzdFJlcGF5bWVudHNSZXF1ZXN0EhcKD2Rpc2J1cnNlbWVudF9pZBgBIAEoCSJVChZMaXN0UmVwYXltZW50c1Jlc3BvbnNlEikKCnJlcGF5bWVudHMYASADKAsyFS5wYXJ0bmVyLnYxLlJlcGF5bWVudBIQCghoYXNfbW9yZRgCIAEoCCJwCglCb29rRW50cnkSDAoEa2luZBgBIAEoCRITCgthbW91bnRfa29ibxgCIAEoAxIXCg9kaXNidXJzZW1lbnRfaWQYAyABKAkSFAoMcmVwYXltZW50X2lkGAQgASgJEhEKCWJvb2tlZF9hdBgFIAEoCSIrCg9HZXRCb29rc1JlcXVlc3QSDAoEZnJvbRgBIAEoCRIKCgJ0bxgCIAEoCSKXAQoQR2V0Qm9va3NSZXNwb25zZRImCgdlbnRyaWVzGAEgAygLMhUucGFydG5lci52MS5Cb29rRW50cnkSGgoScHJpbmNpcGFsX291dF9rb2JvGAIgASgDEhEKCWZlZXNfa29ibxgDIAEoAxIaChJyZXBheW1lbnRzX2luX2tvYm8YBCABKAMSEAoIbmV0X2tvYm8YBSABKAMi1wQKDERpc2J1cnNlbWVudBIKCgJpZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEi8KBnN0YXR1cxgDIAEoDjIfLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50LlN0YXR1cxIWCg5wcmluY2lwYWxfa29ibxgEIAEoAxIQCghmZWVfa29ibxgFIAEoAxIUCgxmZWVfcmF0ZV9icHMYBiABKAUSOQoLZGVzdGluYXRpb24YByABKA4yJC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudC5EZXN0aW5hdGlvbhIRCglyZWZlcmVuY2UYCCABKAkSOQoScmVwYXltZW50X3NjaGVkdWxlGAkgASgLMh0ucGFydG5lci52MS5SZXBheW1lbnRTY2hlZHVsZRIcChRzY2hlZHVsZV9hY2NlcHRlZF9hdBgKIAEoCRIWCg5mYWlsdXJlX3JlYXNvbhgLIAEoCRISCgpjcmVhdGVkX2F0GAwgASgJEhQKDGRlbGl2ZXJlZF9hdBgNIAEoCRIRCglmYWlsZWRfYXQYDiABKAkSEwoLcmV2ZXJzZWRfYXQYDyABKAkiZgoGU3RhdHVzEhYKElNUQVRVU19VTlNQRUNJRklFRBAAEgsKB1BFTkRJTkcQARIOCgpQUk9DRVNTSU5HEAISDQoJREVMSVZFUkVEEAMSCgoGRkFJTEVEEAQSDAoIUkVWRVJTRUQQBSJACgtEZXN0aW5hdGlvbhIbChdERVNUSU5BVElPTl9VTlNQRUNJRklFRBAAEgoKBldBTExFVBABEggKBEJBTksQAiJCChFSZXBheW1lbnRTY2hlZHVsZRItCgxpbnN0YWxsbWVudHMYASADKAsyFy5wYXJ0bmVyLnYxLkluc3RhbGxtZW50IjQKC0luc3RhbGxtZW50EhAKCGR1ZV9kYXRlGAEgASgJEhMKC2Ftb3VudF9rb2JvGAIgASgDIusBChlDcmVhdGVEaXNidXJzZW1lbnRSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSFgoOcHJpbmNpcGFsX2tvYm8YAiABKAMSOQoLZGVzdGluYXRpb24YAyABKA4yJC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudC5EZXN0aW5hdGlvbhIRCglyZWZlcmVuY2UYBCABKAkSOQoScmVwYXltZW50X3NjaGVkdWxlGAUgASgLMh0ucGFydG5lci52MS5SZXBheW1lbnRTY2hlZHVsZRIcChRzY2hlZHVsZV9hY2NlcHRlZF9hdBgGIAEoCSJMChpDcmVhdGVEaXNidXJzZW1lbnRSZXNwb25zZRIuCgxkaXNidXJzZW1lbnQYASABKAsyGC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudCIkChZHZXREaXNidXJzZW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIkkKF0dldERpc2J1cnNlbWVudFJlc3BvbnNlEi4KDGRpc2J1cnNlbWVudBgBIAEoCzIYLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50MscEChNEaXNidXJzZW1lbnRTZXJ2aWNlEpcBChJDcmVhdGVEaXNidXJzZW1lbnQSJS5wYXJ0bmVyLnYxLkNyZWF0ZURpc2J1cnNlbWVudFJlcXVlc3QaJi5wYXJ0bmVyLnYxLkNyZWF0ZURpc2J1cnNlbWVudFJlc3BvbnNlIjKC0+STAiw6ASpiDGRpc2J1cnNlbWVudCIZL3BhcnRuZXIvdjEvZGlzYnVyc2VtZW50cxKTAQoPR2V0RGlzYnVyc2VtZW50EiIucGFydG5lci52MS5HZXREaXNidXJzZW1lbnRSZXF1ZXN0GiMucGFydG5lci52MS5HZXREaXNidXJzZW1lbnRSZXNwb25zZSI3kAIBgtPkkwIuYgxkaXNidXJzZW1lbnQSHi9wYXJ0bmVyL3YxL2Rpc2J1cnNlbWVudHMve2lkfRKaAQoOTGlzdFJlcGF5bWVudHMSIS5wYXJ0bmVyLnYxLkxpc3RSZXBheW1lbnRzUmVxdWVzdBoiLnBhcnRuZXIudjEuTGlzdFJlcGF5bWVudHNSZXNwb25zZSJBkAIBgtPkkwI4EjYvcGFydG5lci92MS9kaXNidXJzZW1lbnRzL3tkaXNidXJzZW1lbnRfaWR9L3JlcGF5bWVudHMSYwoIR2V0Qm9va3MSGy5wYXJ0bmVyLnYxLkdldEJvb2tzUmVxdWVzdBocLnBhcnRuZXIudjEuR2V0Qm9va3NSZXNwb25zZSIckAIBgtPkkwITEhEvcGFydG5lci92MS9ib29rc2IGcHJvdG8z", [file_google_api_annotations]);
 
 /**
  * Repayment is one installment and its collection by direct debit.
@@ -76,7 +76,7 @@ export type Repayment = Message<"partner.v1.Repayment"> & {
   nextAttemptAt: string;
 
   /**
-   * Why the last debit failed.
+   * Why the last debit failed: `insufficient_funds`, `debit_declined` or `no_debit_authorization`.
    *
    * @generated from field: string last_failure = 9;
    */
@@ -130,7 +130,7 @@ export const Repayment_Status = {
   FAILED: 3,
 
   /**
-   * The payout failed, so nothing is owed.
+   * The payout failed or was reversed, so nothing is owed.
    *
    * @generated from enum value: CANCELLED = 4;
    */
@@ -206,7 +206,8 @@ export const ListRepaymentsResponseSchema: GenMessage<ListRepaymentsResponse> = 
  */
 export type BookEntry = Message<"partner.v1.BookEntry"> & {
   /**
-   * PRINCIPAL_OUT, FEE or REPAYMENT_IN.
+   * PRINCIPAL_OUT and FEE (negative, at delivery), REPAYMENT_IN (positive, per collected repayment), and
+   * PRINCIPAL_REVERSED and FEE_REVERSED (positive, when a delivered payout is reversed: both come back).
    *
    * @generated from field: string kind = 1;
    */
@@ -290,14 +291,14 @@ export type GetBooksResponse = Message<"partner.v1.GetBooksResponse"> & {
   entries: BookEntry[];
 
   /**
-   * Sum of PRINCIPAL_OUT (negative).
+   * Sum of PRINCIPAL_OUT and PRINCIPAL_REVERSED: principal out, net of reversals (negative).
    *
    * @generated from field: int64 principal_out_kobo = 2;
    */
   principalOutKobo: bigint;
 
   /**
-   * Sum of FEE (negative).
+   * Sum of FEE and FEE_REVERSED: fees, net of reversals (negative).
    *
    * @generated from field: int64 fees_kobo = 3;
    */
@@ -421,6 +422,20 @@ export type Disbursement = Message<"partner.v1.Disbursement"> & {
    * @generated from field: string delivered_at = 13;
    */
   deliveredAt: string;
+
+  /**
+   * When it failed (RFC 3339), if FAILED.
+   *
+   * @generated from field: string failed_at = 14;
+   */
+  failedAt: string;
+
+  /**
+   * When it was reversed (RFC 3339), if REVERSED.
+   *
+   * @generated from field: string reversed_at = 15;
+   */
+  reversedAt: string;
 };
 
 /**
@@ -463,14 +478,18 @@ export const Disbursement_Status = {
   DELIVERED: 3,
 
   /**
-   * The payout failed; nothing was paid. `failureReason` says why.
+   * The payout failed; nothing was paid and nothing is owed. `failureReason` says why:
+   * `destination_unavailable` (sandbox), `transfer_failed`, `transfer_reversed` (returned before it was
+   * reported delivered), `provider_declined`, `no_payout_instrument`.
    *
    * @generated from enum value: FAILED = 4;
    */
   FAILED: 4,
 
   /**
-   * Delivered, then returned by the provider. `failureReason` says why.
+   * Delivered, then returned by the provider (`failureReason`: `transfer_reversed`). Principal and fee are
+   * booked back (PRINCIPAL_REVERSED, FEE_REVERSED), the remaining schedule is cancelled, and no event is
+   * sent (CONTRACT.md §6): poll GET, or reconcile from the books.
    *
    * @generated from enum value: REVERSED = 5;
    */

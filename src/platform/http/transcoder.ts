@@ -66,7 +66,7 @@ const jsonWrite = { alwaysEmitImplicit: true } as const;
 const EMPTY = Buffer.alloc(0);
 
 /** Reads the body up to a limit; rejects with `payload_too_large` beyond it. */
-async function readBody(req: AnyRequest, limit: number): Promise<Buffer> {
+export async function readBody(req: AnyRequest, limit: number): Promise<Buffer> {
   // HTTP/1.1 without Content-Length or Transfer-Encoding has no body; HTTP/2 may stream one without either.
   const h = req.headers;
   if (h["content-length"] === undefined && h["transfer-encoding"] === undefined && req.httpVersionMajor < 2)

@@ -16,6 +16,8 @@ export interface Queues {
   "repayments.sweep": Record<string, never>;
   /** Pays out one disbursement. */
   "disbursements.payout": { disbursementId: string };
+  /** Resumes payouts left PENDING or PROCESSING (a lost job, a crashed worker, a transfer the provider has not settled). */
+  "disbursements.sweep": Record<string, never>;
   /** Expires consents past their expiry, with their events. */
   "consents.expire": Record<string, never>;
   /** Housekeeping: expired idempotency records, old delivery attempts. */
@@ -28,18 +30,42 @@ export type QueueName = keyof Queues;
 /** Queue settings, as data. */
 export const queueOptions: Record<
   QueueName,
-  { retryLimit: number; expireInSeconds: number; notify: boolean; deleteAfterSeconds?: number }
+  {
+    retryLimit: number;
+    expireInSeconds: number;
+    notify: boolean;
+    deleteAfterSeconds?: number;
+    retryDelay?: number;
+    retryBackoff?: boolean;
+    retryDelayMax?: number;
+  }
 > = {
   "signing-keys.maintain": { retryLimit: 3, expireInSeconds: 60, notify: true },
   // Completed wake-ups carry nothing worth keeping (attempts are recorded on the delivery): drop them soon.
   "webhooks.deliver": { retryLimit: 5, expireInSeconds: 120, notify: true, deleteAfterSeconds: 3_600 },
   "maintenance.hourly": { retryLimit: 2, expireInSeconds: 600, notify: false },
   "consents.expire": { retryLimit: 2, expireInSeconds: 300, notify: true },
-  // A payout job that dies (or its process does) is retried; the provider is asked by our id, so a retry
-  // never pays twice.
-  "disbursements.payout": { retryLimit: 20, expireInSeconds: 60, notify: true },
-  "repayments.collect": { retryLimit: 20, expireInSeconds: 300, notify: true },
+  // A payout job that dies (or its process does, or the provider cannot answer) is retried, backing off to
+  // five minutes; the provider is asked by our id, so a retry never pays twice. Past the retries, the minute
+  // sweep keeps asking.
+  "disbursements.payout": {
+    retryLimit: 20,
+    expireInSeconds: 60,
+    notify: true,
+    retryDelay: 2,
+    retryBackoff: true,
+    retryDelayMax: 300,
+  },
+  "repayments.collect": {
+    retryLimit: 20,
+    expireInSeconds: 300,
+    notify: true,
+    retryDelay: 2,
+    retryBackoff: true,
+    retryDelayMax: 300,
+  },
   "repayments.sweep": { retryLimit: 1, expireInSeconds: 600, notify: false },
+  "disbursements.sweep": { retryLimit: 1, expireInSeconds: 600, notify: false },
 };
 
 /** Options for {@link startBoss}. */
