@@ -172,6 +172,9 @@ describe("payouts through the provider's HTTP API", () => {
     expect([...fake.transfers.values()].filter((x) => x.reference === id)).toHaveLength(1);
     expect(fake.calls.filter((c) => c === "POST /transfer").length).toBeGreaterThan(0);
     expect(await count("select 1 from disbursements where reference = 'live-005'", [])).toBe(1);
+    const other = await create(u.userId, "live-005-other", { idem: "live-same-key" });
+    expect(other.status).toBe(422);
+    expect(other.body.code).toBe("idempotency_key_reused");
   });
 
   it("a lost response is resolved by asking the provider by reference, never by paying again", async () => {
