@@ -78,6 +78,10 @@ export async function createApp(options: AppOptions): Promise<App> {
 
   const stoppers: (() => void)[] = [];
   if (runWorkers) {
+    // Every sandbox key finds the fixture users from the first start (CONTRACT.md §7).
+    await services.fixtures.ensure();
+    await boss.work("sandbox.fixtures", { batchSize: 1 }, async () => services.fixtures.ensure());
+    await boss.schedule("sandbox.fixtures", "17 * * * *", {}, { tz: "UTC" });
     await registerSigningKeyJobs(boss, services.signingKeys, logger);
     await registerConsentJobs(boss, services.consents, logger);
     await registerDisbursementJobs(

@@ -9,6 +9,7 @@ import { ConsentAdminService, UserService } from "../gen/internal/v1/users_pb.ts
 import { ConsentService } from "../gen/partner/v1/consents_pb.ts";
 import { DisbursementService } from "../gen/partner/v1/disbursements_pb.ts";
 import { KeysService } from "../gen/partner/v1/keys_pb.ts";
+import { SandboxService } from "../gen/partner/v1/sandbox_pb.ts";
 import { SnapshotService } from "../gen/partner/v1/snapshots_pb.ts";
 import { WebhookService } from "../gen/partner/v1/webhooks_pb.ts";
 import { createApiKeyHandlers } from "./apikeys/api-key.handlers.ts";
@@ -38,6 +39,7 @@ import { kRequestId } from "./platform/rpc/context.ts";
 import { createInternalEdge, createPartnerEdge, type Edge, replayable } from "./platform/rpc/edge.ts";
 import { edgeInterceptor } from "./platform/rpc/interceptor.ts";
 import { createReflection } from "./platform/rpc/reflection.ts";
+import { createSandboxHandlers } from "./sandbox/sandbox.handlers.ts";
 import type { Services } from "./services.ts";
 import { createKeysHandlers, createSigningKeyAdminHandlers } from "./signing/keys.handlers.ts";
 import { createIngestHandlers, createSnapshotHandlers } from "./snapshot/snapshot.handlers.ts";
@@ -118,6 +120,10 @@ export function partnerServices(services: Services): ServiceBinding[] {
     {
       service: ConsentService,
       impl: replayable(createConsentHandlers(services.consents, services.consentLinks)) as never,
+    },
+    {
+      service: SandboxService,
+      impl: replayable(createSandboxHandlers(services.sandbox, services.disbursements)) as never,
     },
   ];
 }

@@ -19,6 +19,8 @@ import type { ChangeFeed } from "./platform/db/change-feed.ts";
 import type { Orm } from "./platform/db/orm.ts";
 import type { Logger } from "./platform/logger.ts";
 import { createRateLimiter } from "./ratelimit/rate-limiter.ts";
+import { createSandboxFixtures } from "./sandbox/fixtures.ts";
+import { createSandboxService } from "./sandbox/sandbox.service.ts";
 import { createSigningKeyService } from "./signing/signing-key.service.ts";
 import { createSnapshotService } from "./snapshot/snapshot.service.ts";
 import { createStandingService } from "./standing/standing.service.ts";
@@ -92,14 +94,26 @@ export function createServices(deps: ServiceDeps) {
     instruments,
     logger,
   });
+  const standing = createStandingService({ orm, clock, outbox });
   const repayments = createRepaymentService({ orm, clock, boss, outbox, ledger, disbursements });
   return {
     ledger,
     instruments,
-    standing: createStandingService({ orm, clock, outbox }),
+    standing,
     snapshots: createSnapshotService({ orm, clock, signingKeys }),
     disbursements,
     repayments,
+    sandbox: createSandboxService({
+      orm,
+      clock,
+      users,
+      consents,
+      consentLinks,
+      standing,
+      disbursements,
+      repayments,
+    }),
+    fixtures: createSandboxFixtures({ orm, now: () => clock.now(), users, ledger, standing, logger }),
     providerWebhooks: createProviderWebhooks({ paystack, disbursements, repayments, logger }),
     users,
     consents,

@@ -110,6 +110,42 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
     return row;
   };
 
+  /** Decides a link locked for update: only a PENDING, unexpired link can be decided, once. */
+  const decideRow = async (tx: Em, row: LinkRow, accept: boolean): Promise<Decision> => {
+    const current = view(row);
+    if (current.status !== "PENDING")
+      throw new ApiError("consent_link_gone", undefined, { details: { status: current.status } });
+    const now = o.clock.now();
+    if (!accept) {
+      const [updated] = await sql<LinkRow>(
+        tx,
+        `update consent_links set status = 'DECLINED', decided_at = $2 where id = $1 returning ${COLUMNS}`,
+        [row.id, now],
+      );
+      return { outcome: "declined", link: view(updated as LinkRow) };
+    }
+    const userId = await o.users.byPhone(tx, row.environment, row.phone_hash);
+    if (!userId) return { outcome: "no_account", link: current };
+    const consent = await o.consents.grant(
+      {
+        partnerId: row.partner_id,
+        environment: row.environment,
+        userId,
+        scopes: row.scopes,
+        ledgerWindowDays: row.ledger_window_days,
+        maxLedgerWindowDays: row.max_ledger_window_days,
+        source: "CONSENT_LINK",
+      },
+      tx,
+    );
+    const [updated] = await sql<LinkRow>(
+      tx,
+      `update consent_links set status = 'ACCEPTED', decided_at = $2, consent_id = $3 where id = $1 returning ${COLUMNS}`,
+      [row.id, now, consent.id],
+    );
+    return { outcome: "accepted", link: view(updated as LinkRow), consentId: consent.id };
+  };
+
   return {
     async create(
       caller: Caller,
@@ -179,40 +215,23 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
      * `consent_link_gone`. Accepting writes the consent (and its event) in the same transaction.
      */
     async decide(token: string, accept: boolean): Promise<Decision> {
+      return o.orm.em
+        .fork()
+        .transactional(async (tx) => decideRow(tx, await byToken(tx, token, true), accept));
+    },
+
+    /** The person's decision on a link of the caller's, by id (the sandbox helpers act for the person). */
+    async decideById(caller: Caller, id: string, accept: boolean): Promise<Decision> {
       return o.orm.em.fork().transactional(async (tx) => {
-        const row = await byToken(tx, token, true);
-        const current = view(row);
-        if (current.status !== "PENDING")
-          throw new ApiError("consent_link_gone", undefined, { details: { status: current.status } });
-        const now = o.clock.now();
-        if (!accept) {
-          const [updated] = await sql<LinkRow>(
-            tx,
-            `update consent_links set status = 'DECLINED', decided_at = $2 where id = $1 returning ${COLUMNS}`,
-            [row.id, now],
-          );
-          return { outcome: "declined", link: view(updated as LinkRow) };
-        }
-        const userId = await o.users.byPhone(tx, row.environment, row.phone_hash);
-        if (!userId) return { outcome: "no_account", link: current };
-        const consent = await o.consents.grant(
-          {
-            partnerId: row.partner_id,
-            environment: row.environment,
-            userId,
-            scopes: row.scopes,
-            ledgerWindowDays: row.ledger_window_days,
-            maxLedgerWindowDays: row.max_ledger_window_days,
-            source: "CONSENT_LINK",
-          },
-          tx,
-        );
-        const [updated] = await sql<LinkRow>(
-          tx,
-          `update consent_links set status = 'ACCEPTED', decided_at = $2, consent_id = $3 where id = $1 returning ${COLUMNS}`,
-          [row.id, now, consent.id],
-        );
-        return { outcome: "accepted", link: view(updated as LinkRow), consentId: consent.id };
+        const [row] = isId("cnl", id)
+          ? await sql<LinkRow>(
+              tx,
+              `select ${COLUMNS} from consent_links where id = $1 and partner_id = $2 and environment = $3 for update`,
+              [id, caller.partnerId, caller.environment],
+            )
+          : [];
+        if (!row) throw new ApiError("not_found", `No consent link ${id}.`);
+        return decideRow(tx, row, accept);
       });
     },
   };

@@ -40,7 +40,7 @@ export function toConsent(c: ConsentRow): MessageInitShape<typeof ConsentSchema>
   };
 }
 
-function toLink(l: LinkView): MessageInitShape<typeof ConsentLinkSchema> {
+export function toLink(l: LinkView): MessageInitShape<typeof ConsentLinkSchema> {
   return {
     id: l.id,
     url: l.url,

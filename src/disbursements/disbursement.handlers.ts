@@ -6,12 +6,13 @@ import {
   type DisbursementService as DisbursementApi,
   type DisbursementSchema,
   Repayment_Status,
+  type RepaymentSchema,
 } from "../../gen/partner/v1/disbursements_pb.ts";
 import { callerOf, kTx } from "../platform/rpc/context.ts";
 import type { DisbursementRow, DisbursementService } from "./disbursement.service.ts";
-import type { RepaymentService } from "./repayment.service.ts";
+import type { RepaymentRow, RepaymentService } from "./repayment.service.ts";
 
-function toDisbursement(
+export function toDisbursement(
   row: DisbursementRow,
   installments: { due_date: string; amount_kobo: string }[],
 ): MessageInitShape<typeof DisbursementSchema> {
@@ -36,6 +37,22 @@ function toDisbursement(
   };
 }
 
+/** A repayment in the contract's shape. */
+export function toRepayment(r: RepaymentRow): MessageInitShape<typeof RepaymentSchema> {
+  return {
+    id: r.id,
+    disbursementId: r.disbursement_id,
+    seq: r.seq,
+    dueDate: r.due_date,
+    amountKobo: BigInt(r.amount_kobo),
+    status: Repayment_Status[r.status],
+    attempts: r.attempts,
+    nextAttemptAt: r.status === "SCHEDULED" ? (r.next_attempt_at?.toISOString() ?? "") : "",
+    lastFailure: r.last_failure ?? "",
+    collectedAt: r.collected_at?.toISOString() ?? "",
+  };
+}
+
 /** `partner.v1.DisbursementService`. */
 export function createDisbursementHandlers(
   disbursements: DisbursementService,
@@ -45,18 +62,7 @@ export function createDisbursementHandlers(
     async listRepayments(req, ctx) {
       const rows = await repayments.list(callerOf(ctx.values), req.disbursementId);
       return {
-        repayments: rows.map((r) => ({
-          id: r.id,
-          disbursementId: r.disbursement_id,
-          seq: r.seq,
-          dueDate: r.due_date,
-          amountKobo: BigInt(r.amount_kobo),
-          status: Repayment_Status[r.status],
-          attempts: r.attempts,
-          nextAttemptAt: r.status === "SCHEDULED" ? (r.next_attempt_at?.toISOString() ?? "") : "",
-          lastFailure: r.last_failure ?? "",
-          collectedAt: r.collected_at?.toISOString() ?? "",
-        })),
+        repayments: rows.map(toRepayment),
         hasMore: false,
       };
     },

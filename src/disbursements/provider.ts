@@ -70,37 +70,53 @@ export const SANDBOX_DEBIT_FAIL_SUFFIX = "_debit_fail";
 /** Sandbox disbursements whose partner reference ends in this fail, so partners can test the failure path. */
 export const SANDBOX_FAIL_SUFFIX = "_fail";
 
+/** Sandbox disbursements whose partner reference ends in this stay PROCESSING until a sandbox helper settles them. */
+export const SANDBOX_PENDING_SUFFIX = "_pending";
+
+type SimulatedStatus = "SUCCESS" | "FAILED" | "PENDING" | "REVERSED";
+
+/** The simulator's first answer for a transfer, chosen by the partner's reference. */
+function simulatedTransfer(partnerReference: string): { status: SimulatedStatus; reason: string | null } {
+  if (partnerReference.endsWith(SANDBOX_PENDING_SUFFIX)) return { status: "PENDING", reason: null };
+  if (partnerReference.endsWith(SANDBOX_FAIL_SUFFIX) && !partnerReference.endsWith(SANDBOX_DEBIT_FAIL_SUFFIX))
+    return { status: "FAILED", reason: "destination_unavailable" };
+  return { status: "SUCCESS", reason: null };
+}
+
 /**
- * The sandbox simulator: deterministic outcomes chosen by the request (a partner reference ending in `_fail` fails
- * with `destination_unavailable`), recorded by reference so a repeated call returns the first outcome.
+ * The sandbox simulator: deterministic outcomes chosen by the request (a partner reference ending in `_fail`
+ * fails with `destination_unavailable`, one ending in `_pending` stays pending, one ending in `_debit_fail`
+ * pays out and has every debit fail with `insufficient_funds`), recorded by reference so a repeated call
+ * returns the first outcome. The sandbox helpers change a recorded outcome, as the provider would, and then
+ * settle it through the same path as a provider webhook.
  */
 export const sandboxProvider: PaymentProvider = {
   name: "sandbox",
   environment: "sandbox",
   needsInstruments: false,
   async transfer(em, request) {
-    const fails =
-      request.partnerReference.endsWith(SANDBOX_FAIL_SUFFIX) &&
-      !request.partnerReference.endsWith(SANDBOX_DEBIT_FAIL_SUFFIX);
+    const first = simulatedTransfer(request.partnerReference);
     await sql(
       em,
       `insert into sandbox_transfers (reference, amount_kobo, status, failure_reason, created_at)
        values ($1, $2, $3, $4, now()) on conflict (reference) do nothing`,
-      [
-        request.reference,
-        request.amountKobo.toString(),
-        fails ? "FAILED" : "SUCCESS",
-        fails ? "destination_unavailable" : null,
-      ],
+      [request.reference, request.amountKobo.toString(), first.status, first.reason],
     );
-    const [row] = await sql<{ status: "SUCCESS" | "FAILED"; failure_reason: string | null }>(
+    const [row] = await sql<{ status: SimulatedStatus; failure_reason: string | null }>(
       em,
       "select status, failure_reason from sandbox_transfers where reference = $1",
       [request.reference],
     );
-    return row?.status === "SUCCESS"
-      ? { status: "SUCCESS" }
-      : { status: "FAILED", reason: row?.failure_reason ?? "failed" };
+    switch (row?.status) {
+      case "SUCCESS":
+        return { status: "SUCCESS" };
+      case "PENDING":
+        return { status: "PENDING" };
+      case "REVERSED":
+        return { status: "REVERSED", reason: row.failure_reason ?? "transfer_reversed" };
+      default:
+        return { status: "FAILED", reason: row?.failure_reason ?? "failed" };
+    }
   },
   async debit(em, request) {
     const fails = request.partnerReference.endsWith(SANDBOX_DEBIT_FAIL_SUFFIX);

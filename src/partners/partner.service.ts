@@ -2,6 +2,7 @@ import type { Clock } from "../platform/clock.ts";
 import type { Orm } from "../platform/db/orm.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
+import { FIXTURE_LENDER_ID } from "../sandbox/fixtures.ts";
 import { type Partner, PartnerEntity } from "./partner.entity.ts";
 
 /** Options for {@link createPartnerService}. */
@@ -41,8 +42,15 @@ export function createPartnerService({ orm, clock }: PartnerServiceOptions) {
     },
 
     /** Every partner, oldest first. */
+    /** The partners, oldest first; the sandbox fixture lender (a record, never a caller) is left out. */
     async list(): Promise<Partner[]> {
-      return orm.em.fork().find(PartnerEntity, {}, { orderBy: { createdAt: "asc", id: "asc" } });
+      return orm.em
+        .fork()
+        .find(
+          PartnerEntity,
+          { id: { $ne: FIXTURE_LENDER_ID } },
+          { orderBy: { createdAt: "asc", id: "asc" } },
+        );
     },
 
     /** A partner, or `not_found`. */

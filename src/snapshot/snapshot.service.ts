@@ -102,7 +102,7 @@ select
       'loans_active', count(distinct d.id) filter (where exists (
           select 1 from installments x where x.disbursement_id = d.id and x.status = 'SCHEDULED')),
       'borrowed', (select coalesce(sum(principal_kobo), 0)::text from disbursements
-                    where user_id = $3 and environment = $2 and status in ('DELIVERED', 'REVERSED')),
+                    where user_id = $3 and environment = $2 and status = 'DELIVERED'),
       'repaid', coalesce(sum(i.amount_kobo) filter (where i.status = 'COLLECTED'), 0)::text,
       'due', count(i.id) filter (where i.due_date <= $5::date or i.status = 'COLLECTED'),
       'on_time', count(i.id) filter (where i.status = 'COLLECTED' and (i.collected_at at time zone 'UTC')::date <= i.due_date),
@@ -110,7 +110,7 @@ select
                     filter (where i.status <> 'CANCELLED' and i.due_date <= $5::date), 0),
       'last_repayment_at', max(i.collected_at))
      from disbursements d join installments i on i.disbursement_id = d.id
-    where d.user_id = $3 and d.environment = $2 and d.status in ('DELIVERED', 'REVERSED')) as history`;
+    where d.user_id = $3 and d.environment = $2 and d.status = 'DELIVERED') as history`;
 
 const bps = (part: bigint, whole: bigint) => Number((part * 10_000n) / whole);
 

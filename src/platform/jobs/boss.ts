@@ -20,6 +20,8 @@ export interface Queues {
   "disbursements.sweep": Record<string, never>;
   /** Expires consents past their expiry, with their events. */
   "consents.expire": Record<string, never>;
+  /** Keeps the sandbox fixture users present, their ledger topped up to yesterday. */
+  "sandbox.fixtures": Record<string, never>;
   /** Housekeeping: expired idempotency records, old delivery attempts. */
   "maintenance.hourly": Record<string, never>;
 }
@@ -44,6 +46,7 @@ export const queueOptions: Record<
   // Completed wake-ups carry nothing worth keeping (attempts are recorded on the delivery): drop them soon.
   "webhooks.deliver": { retryLimit: 5, expireInSeconds: 120, notify: true, deleteAfterSeconds: 3_600 },
   "maintenance.hourly": { retryLimit: 2, expireInSeconds: 600, notify: false },
+  "sandbox.fixtures": { retryLimit: 2, expireInSeconds: 600, notify: false },
   "consents.expire": { retryLimit: 2, expireInSeconds: 300, notify: true },
   // A payout job that dies (or its process does, or the provider cannot answer) is retried, backing off to
   // five minutes; the provider is asked by our id, so a retry never pays twice. Past the retries, the minute

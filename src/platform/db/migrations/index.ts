@@ -4,6 +4,7 @@ import { Migration20261122020000_consent } from "./Migration20261122020000_conse
 import { Migration20261122030000_snapshots } from "./Migration20261122030000_snapshots.ts";
 import { Migration20261122040000_disbursements } from "./Migration20261122040000_disbursements.ts";
 import { Migration20261122050000_payment_providers } from "./Migration20261122050000_payment_providers.ts";
+import { Migration20261122060000_sandbox } from "./Migration20261122060000_sandbox.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -13,4 +14,5 @@ export const migrations = [
   { name: "Migration20261122030000_snapshots", class: Migration20261122030000_snapshots },
   { name: "Migration20261122040000_disbursements", class: Migration20261122040000_disbursements },
   { name: "Migration20261122050000_payment_providers", class: Migration20261122050000_payment_providers },
+  { name: "Migration20261122060000_sandbox", class: Migration20261122060000_sandbox },
 ];

@@ -1,0 +1,403 @@
+import type { LedgerEntryInput, LedgerService } from "../ledger/ledger.service.ts";
+import { ms } from "../platform/clock.ts";
+import type { Orm } from "../platform/db/orm.ts";
+import { sql } from "../platform/db/sql.ts";
+import type { Logger } from "../platform/logger.ts";
+import type { StandingService } from "../standing/standing.service.ts";
+import type { UserService } from "../users/user.service.ts";
+
+/** Bump when the fixtures change: every deployment then re-seeds their standing, KYC and loans once. */
+export const FIXTURE_VERSION = 1;
+
+/** How a fixture user's money moves. */
+type Profile = "trader" | "salaried" | "gig" | "light";
+
+/** A fixture user (CONTRACT.md §7): fixed id and phone number, the same in every deployment. */
+export interface FixtureUser {
+  id: string;
+  phoneNumber: string;
+  segment: "trader" | "salaried" | "gig" | "other";
+  tier: "Unrated" | "Emerging" | "Established" | "Trusted";
+  score: number;
+  kyc: "NONE" | "BASIC" | "FULL";
+  profile: Profile;
+  joinedDaysAgo: number;
+  /** The user's past loans from the fixture lender: installments as [days ago due, days late or "default"]. */
+  loans: { principalKobo: bigint; installments: [number, number | "default"][] }[];
+  about: string;
+}
+
+/** The sandbox fixture users: one per tier, a trader, a salaried and a gig worker, no KYC, a default. */
+export const fixtureUsers: readonly FixtureUser[] = [
+  {
+    id: "usr_sandboxTrusted",
+    phoneNumber: "+2348000000001",
+    segment: "trader",
+    tier: "Trusted",
+    score: 812,
+    kyc: "FULL",
+    profile: "trader",
+    joinedDaysAgo: 1_460,
+    loans: [
+      {
+        principalKobo: 15_000_000n,
+        installments: [
+          [300, 0],
+          [270, 0],
+          [240, 0],
+        ],
+      },
+      {
+        principalKobo: 30_000_000n,
+        installments: [
+          [150, 0],
+          [120, 1],
+          [90, 0],
+        ],
+      },
+    ],
+    about: "Trusted tier; a market trader with busy daily sales; two loans repaid, on time but for one day.",
+  },
+  {
+    id: "usr_sandboxEstablished",
+    phoneNumber: "+2348000000002",
+    segment: "salaried",
+    tier: "Established",
+    score: 655,
+    kyc: "FULL",
+    profile: "salaried",
+    joinedDaysAgo: 900,
+    loans: [
+      {
+        principalKobo: 20_000_000n,
+        installments: [
+          [200, 0],
+          [170, 0],
+        ],
+      },
+    ],
+    about: "Established tier; salaried, paid on the 25th; one loan repaid on time.",
+  },
+  {
+    id: "usr_sandboxEmerging",
+    phoneNumber: "+2348000000003",
+    segment: "gig",
+    tier: "Emerging",
+    score: 468,
+    kyc: "BASIC",
+    profile: "gig",
+    joinedDaysAgo: 420,
+    loans: [],
+    about: "Emerging tier; a gig worker paid by several platforms most days; never borrowed.",
+  },
+  {
+    id: "usr_sandboxUnrated",
+    phoneNumber: "+2348000000004",
+    segment: "other",
+    tier: "Unrated",
+    score: 0,
+    kyc: "BASIC",
+    profile: "light",
+    joinedDaysAgo: 380,
+    loans: [],
+    about: "Unrated; light, irregular activity; never borrowed.",
+  },
+  {
+    id: "usr_sandboxNoKyc",
+    phoneNumber: "+2348000000005",
+    segment: "trader",
+    tier: "Emerging",
+    score: 402,
+    kyc: "NONE",
+    profile: "trader",
+    joinedDaysAgo: 400,
+    loans: [],
+    about: "A trader who has not completed KYC (level NONE).",
+  },
+  {
+    id: "usr_sandboxDefaulted",
+    phoneNumber: "+2348000000006",
+    segment: "trader",
+    tier: "Emerging",
+    score: 351,
+    kyc: "FULL",
+    profile: "trader",
+    joinedDaysAgo: 700,
+    loans: [
+      {
+        principalKobo: 25_000_000n,
+        installments: [
+          [160, 0],
+          [130, 3],
+          [100, "default"],
+        ],
+      },
+    ],
+    about:
+      "A trader with a default in their repayment history: one installment 3 days late, the last never collected.",
+  },
+];
+
+/** The partner that lent the fixture users their past loans; it has no keys and is never a caller. */
+export const FIXTURE_LENDER_ID = "ptn_00000000000000000000SANDBX";
+
+/** 32-bit FNV-1a: the seed of a user-day's generator, so a day's entries are the same whenever generated. */
+function fnv1a(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h;
+}
+
+/** mulberry32: a small deterministic generator (not for secrets). */
+function generator(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+/** One user's ledger entries for one UTC day (`YYYY-MM-DD`), deterministic. */
+export function fixtureDay(user: FixtureUser, day: string): LedgerEntryInput[] {
+  const rand = generator(fnv1a(`${user.id}:${day}`));
+  const between = (lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
+  const naira = (lo: number, hi: number) => BigInt(between(lo, hi)) * 100n;
+  const date = new Date(`${day}T00:00:00Z`);
+  const weekday = date.getUTCDay();
+  const entries: LedgerEntryInput[] = [];
+  const add = (direction: "IN" | "OUT", amountKobo: bigint, counterparty: string, channel: string) => {
+    const n = entries.length;
+    entries.push({
+      id: `fixture:${user.id}:${day}:${n}`,
+      userId: user.id,
+      amountKobo,
+      direction,
+      counterpartyId: `fixture:${user.id}:${counterparty}`,
+      channel,
+      occurredAt: new Date(date.getTime() + (8 + ((n * 37) % 12)) * ms.hour + between(0, 59) * ms.minute),
+    });
+  };
+  switch (user.profile) {
+    case "trader": {
+      if (weekday === 0 && rand() < 0.7) break; // most Sundays closed
+      const sales = between(3, 9);
+      for (let i = 0; i < sales; i++)
+        add("IN", naira(1_500, 45_000), `customer${between(1, 60)}`, rand() < 0.5 ? "pos" : "transfer");
+      if (rand() < 0.6) add("OUT", naira(20_000, 180_000), `supplier${between(1, 6)}`, "transfer");
+      if (rand() < 0.4) add("OUT", naira(500, 8_000), `utility${between(1, 3)}`, "ussd");
+      break;
+    }
+    case "salaried": {
+      if (day.endsWith("-25")) add("IN", 42_000_000n, "employer", "transfer");
+      const spends = between(0, 3);
+      for (let i = 0; i < spends; i++)
+        add("OUT", naira(1_000, 25_000), `merchant${between(1, 25)}`, rand() < 0.6 ? "card" : "transfer");
+      if (day.endsWith("-01")) add("OUT", naira(120_000, 120_000), "landlord", "transfer");
+      break;
+    }
+    case "gig": {
+      if (rand() < 0.2) break; // a day off
+      const jobs = between(2, 6);
+      for (let i = 0; i < jobs; i++) add("IN", naira(1_200, 9_000), `platform${between(1, 3)}`, "wallet");
+      if (rand() < 0.7) add("OUT", naira(2_000, 6_000), "fuel", "pos");
+      if (rand() < 0.3) add("OUT", naira(1_000, 15_000), `merchant${between(1, 10)}`, "card");
+      break;
+    }
+    case "light": {
+      if (rand() < 0.75) break;
+      add(rand() < 0.6 ? "IN" : "OUT", naira(500, 20_000), `contact${between(1, 8)}`, "transfer");
+      break;
+    }
+  }
+  return entries;
+}
+
+const utcDay = (d: Date) => d.toISOString().slice(0, 10);
+
+/** What {@link createSandboxFixtures} returns. */
+export type SandboxFixtures = ReturnType<typeof createSandboxFixtures>;
+
+/**
+ * Keeps the sandbox fixture users present and current: created on the first start (users, standing, KYC,
+ * past loans from the fixture lender, a year of ledger), then the ledger topped up day by day so the last
+ * 365 days are always full. Safe to run concurrently and any number of times: every write is idempotent.
+ */
+export function createSandboxFixtures(o: {
+  orm: Orm;
+  now: () => Date;
+  users: UserService;
+  ledger: LedgerService;
+  standing: StandingService;
+  logger: Logger;
+}) {
+  return {
+    async ensure(): Promise<{ seeded: boolean; days: number }> {
+      const now = o.now();
+      const yesterday = utcDay(new Date(now.getTime() - ms.day));
+      const em = o.orm.em.fork();
+      const [state] = await sql<{ version: number; seeded_through: string }>(
+        em,
+        "select version, to_char(seeded_through, 'YYYY-MM-DD') as seeded_through from sandbox_fixtures where name = 'users'",
+        [],
+      );
+      if (state && state.version === FIXTURE_VERSION && state.seeded_through >= yesterday)
+        return { seeded: false, days: 0 };
+      const fresh = !state || state.version !== FIXTURE_VERSION;
+      if (fresh) await seedPeople(now);
+      // The ledger from the day after the last seeded one (a year back at most) through yesterday.
+      const yearAgo = utcDay(new Date(now.getTime() - 365 * ms.day));
+      const from =
+        !fresh && state && state.seeded_through >= yearAgo ? nextDay(state.seeded_through) : yearAgo;
+      let days = 0;
+      let batch: LedgerEntryInput[] = [];
+      for (let day = from; day <= yesterday; day = nextDay(day)) {
+        for (const user of fixtureUsers) batch.push(...fixtureDay(user, day));
+        days++;
+        if (batch.length > 4_000) {
+          await o.ledger.ingest(batch);
+          batch = [];
+        }
+      }
+      if (batch.length) await o.ledger.ingest(batch);
+      await sql(
+        o.orm.em.fork(),
+        `insert into sandbox_fixtures (name, version, seeded_through) values ('users', $1, $2)
+         on conflict (name) do update set version = excluded.version,
+           seeded_through = greatest(excluded.seeded_through, case when sandbox_fixtures.version = excluded.version
+                                     then sandbox_fixtures.seeded_through end)`,
+        [FIXTURE_VERSION, yesterday],
+      );
+      if (fresh) o.logger.info("seeded sandbox fixture users", { users: fixtureUsers.length, days });
+      return { seeded: fresh, days };
+    },
+  };
+
+  async function seedPeople(now: Date): Promise<void> {
+    for (const u of fixtureUsers) {
+      try {
+        await o.users.upsert({
+          id: u.id,
+          phoneNumber: u.phoneNumber,
+          segment: u.segment,
+          createdAt: new Date(now.getTime() - u.joinedDaysAgo * ms.day),
+          environment: "sandbox",
+        });
+      } catch (err) {
+        // Another sandbox user already holds the number: the fixture keeps its id, without the phone.
+        o.logger.warn("sandbox fixture user not created", { userId: u.id, err });
+      }
+    }
+    const present = new Set(
+      (
+        await sql<{ id: string }>(o.orm.em.fork(), "select id from users where id = any($1::text[])", [
+          fixtureUsers.map((u) => u.id),
+        ])
+      ).map((r) => r.id),
+    );
+    const users = fixtureUsers.filter((u) => present.has(u.id));
+    await o.standing.upsertStanding(
+      users.map((u) => ({
+        userId: u.id,
+        tier: u.tier,
+        score: u.score,
+        scoreVersion: "sandbox-1",
+        standingSignals: {
+          tenureDays: u.joinedDaysAgo,
+          monthsInTier: Math.min(24, Math.floor(u.joinedDaysAgo / 60)),
+          scoreChange90d: u.tier === "Trusted" ? 24 : u.tier === "Unrated" ? 0 : -8,
+          disputesLast90d: u.loans.some((l) => l.installments.some(([, late]) => late === "default")) ? 1 : 0,
+        },
+        workSignals: {
+          monthsActive: Math.floor(u.joinedDaysAgo / 30),
+          activeDaysLast30d: u.profile === "light" ? 6 : u.profile === "salaried" ? 22 : 25,
+          incomeRegularityBps: u.profile === "salaried" ? 9_600 : u.profile === "light" ? 1_800 : 7_200,
+          employmentVerified: u.profile === "salaried",
+        },
+        asOf: now,
+      })),
+    );
+    await o.standing.upsertKyc(
+      users.map((u) => ({
+        userId: u.id,
+        level: u.kyc,
+        bvnVerified: u.kyc === "FULL",
+        ninVerified: u.kyc === "FULL",
+        phoneVerified: u.kyc !== "NONE",
+        addressVerified: u.kyc === "FULL",
+        livenessChecked: u.kyc === "FULL",
+        verifiedAt: u.kyc === "NONE" ? null : new Date(now.getTime() - 300 * ms.day),
+      })),
+    );
+    await seedLoans(users, now);
+  }
+
+  /** Past loans from the fixture lender, repaid, late or defaulted, so repayment history has something to show. */
+  async function seedLoans(users: FixtureUser[], now: Date): Promise<void> {
+    await o.orm.em.fork().transactional(async (tx) => {
+      await sql(
+        tx,
+        `insert into partners (id, name, fee_rate_bps, created_at) values ($1, 'Sandbox fixture lender', 0, $2)
+         on conflict (id) do nothing`,
+        [FIXTURE_LENDER_ID, now],
+      );
+      for (const u of users) {
+        for (const [n, loan] of u.loans.entries()) {
+          const first = loan.installments[0]?.[0] ?? 30;
+          const deliveredAt = new Date(now.getTime() - (first + 30) * ms.day);
+          // A fixed id per user and loan: `dsb_` + 26 Crockford characters.
+          const suffix = `${u.id
+            .slice(4)
+            .toUpperCase()
+            .replace(/[ILOU]/g, "X")}${n}`
+            .padEnd(26, "0")
+            .slice(0, 26);
+          const id = `dsb_${suffix}`;
+          const [inserted] = await sql<{ id: string }>(
+            tx,
+            `insert into disbursements (id, partner_id, environment, user_id, status, principal_kobo, fee_kobo, fee_rate_bps,
+                                        destination, reference, schedule_accepted_at, provider, created_at, processing_at, delivered_at)
+             values ($1, $2, 'sandbox', $3, 'DELIVERED', $4, 0, 0, 'WALLET', $1, $5, 'sandbox', $5, $5, $5)
+             on conflict (id) do nothing returning id`,
+            [id, FIXTURE_LENDER_ID, u.id, loan.principalKobo.toString(), deliveredAt],
+          );
+          if (!inserted) continue;
+          const each = loan.principalKobo / BigInt(loan.installments.length);
+          for (const [seq, [daysAgo, late]] of loan.installments.entries()) {
+            const due = new Date(now.getTime() - daysAgo * ms.day);
+            const collected =
+              late === "default" ? null : new Date(due.getTime() + late * ms.day + 7 * ms.hour);
+            await sql(
+              tx,
+              `insert into installments (id, disbursement_id, seq, due_date, amount_kobo, status, attempts, last_failure,
+                                         collected_at, failed_at)
+               values ($1, $2, $3, $4::date, $5, $6, $7, $8, $9, $10)`,
+              [
+                `rpy_${suffix}_${seq + 1}`,
+                id,
+                seq + 1,
+                utcDay(due),
+                each.toString(),
+                collected ? "COLLECTED" : "FAILED",
+                // The first debit and a daily retry for each day late; a default used all four.
+                collected ? 1 + Number(late) : 4,
+                collected && late === 0 ? null : "insufficient_funds",
+                collected,
+                collected ? null : new Date(due.getTime() + 3 * ms.day),
+              ],
+            );
+          }
+        }
+      }
+    });
+  }
+}
+
+function nextDay(day: string): string {
+  return utcDay(new Date(Date.parse(`${day}T00:00:00Z`) + ms.day));
+}

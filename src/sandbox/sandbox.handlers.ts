@@ -1,0 +1,56 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  CollectRepaymentRequest_Outcome,
+  type SandboxService as SandboxApi,
+} from "../../gen/partner/v1/sandbox_pb.ts";
+import { toConsent, toLink } from "../consent/consent.handlers.ts";
+import { toDisbursement, toRepayment } from "../disbursements/disbursement.handlers.ts";
+import type { DisbursementService } from "../disbursements/disbursement.service.ts";
+import { callerOf } from "../platform/rpc/context.ts";
+import type { SandboxService } from "./sandbox.service.ts";
+
+/** `partner.v1.SandboxService`. */
+export function createSandboxHandlers(
+  sandbox: SandboxService,
+  disbursements: DisbursementService,
+): ServiceImpl<typeof SandboxApi> {
+  const disbursement = async (caller: ReturnType<typeof callerOf>, id: string) => {
+    const { row, installments } = await disbursements.get(caller, id);
+    return toDisbursement(row, installments);
+  };
+  return {
+    async acceptConsentLink(req, ctx) {
+      return { consentLink: toLink(await sandbox.decideConsentLink(callerOf(ctx.values), req.id, true)) };
+    },
+    async declineConsentLink(req, ctx) {
+      return { consentLink: toLink(await sandbox.decideConsentLink(callerOf(ctx.values), req.id, false)) };
+    },
+    async revokeConsentAsUser(req, ctx) {
+      return { consent: toConsent(await sandbox.revokeConsentAsUser(callerOf(ctx.values), req.id)) };
+    },
+    async setStanding(req, ctx) {
+      const r = await sandbox.setStanding(callerOf(ctx.values), req.userId, req.tier, req.score);
+      return { userId: req.userId, ...r };
+    },
+    async failDisbursement(req, ctx) {
+      const caller = callerOf(ctx.values);
+      await sandbox.failDisbursement(caller, req.id);
+      return { disbursement: await disbursement(caller, req.id) };
+    },
+    async reverseDisbursement(req, ctx) {
+      const caller = callerOf(ctx.values);
+      await sandbox.reverseDisbursement(caller, req.id);
+      return { disbursement: await disbursement(caller, req.id) };
+    },
+    async collectRepayment(req, ctx) {
+      const outcome =
+        req.outcome === CollectRepaymentRequest_Outcome.SUCCESS
+          ? "SUCCESS"
+          : req.outcome === CollectRepaymentRequest_Outcome.FAILURE
+            ? "FAILURE"
+            : undefined;
+      const row = await sandbox.collectRepayment(callerOf(ctx.values), req.id, outcome, req.failureCode);
+      return { repayment: toRepayment(row) };
+    },
+  };
+}
