@@ -21,6 +21,7 @@ import {
 } from "./consent/consent.handlers.ts";
 import { createDisbursementHandlers } from "./disbursements/disbursement.handlers.ts";
 import { PAYSTACK_WEBHOOK_PATH, type ProviderWebhooks } from "./disbursements/provider-webhooks.ts";
+import { docsPaths, loadDocs } from "./docs/reference.ts";
 import { createPartnerHandlers } from "./partners/partner.handlers.ts";
 import type { Clock } from "./platform/clock.ts";
 import type { Orm } from "./platform/db/orm.ts";
@@ -165,6 +166,21 @@ async function receiveProviderWebhook(
   }
 }
 
+/** The OpenAPI document and its reference page: public, cacheable, the same bytes for everyone. */
+const docs = loadDocs();
+function serveDocs(req: AnyRequest, res: AnyResponse, pathOnly: string, requestId: string): void {
+  if (req.method !== "GET" && req.method !== "HEAD")
+    return writeRestError(res, new ApiError("method_not_allowed", "Use GET."), requestId);
+  const html = pathOnly === docsPaths.reference;
+  const body = html ? docs.html : docs.json;
+  res.setHeader("content-type", html ? "text/html; charset=utf-8" : "application/json; charset=utf-8");
+  res.setHeader("cache-control", "public, max-age=300");
+  if (html) res.setHeader("content-security-policy", "default-src 'none'; style-src 'unsafe-inline'");
+  res.setHeader("content-length", Buffer.byteLength(body));
+  res.statusCode = 200;
+  res.end(req.method === "HEAD" ? "" : body);
+}
+
 /** The partner listener (REST, Connect, gRPC-Web, gRPC, health) and the internal listener. */
 export async function startListeners(o: ListenerOptions) {
   const { config, services, logger } = o;
@@ -187,6 +203,9 @@ export async function startListeners(o: ListenerOptions) {
     handler: withRequestId(
       (req, res) => {
         const url = req.url ?? "/";
+        const pathOnly = url.split("?")[0];
+        if (pathOnly === docsPaths.openapi || pathOnly === docsPaths.reference)
+          return serveDocs(req, res, pathOnly, requestIdOf(req));
         if (url.startsWith("/partner/")) return void transcoder.handle(req, res, requestIdOf(req));
         if (url.startsWith("/consent/")) return void services.consentPages.handle(req, res, requestIdOf(req));
         if (url === PAYSTACK_WEBHOOK_PATH && services.providerWebhooks.enabled())

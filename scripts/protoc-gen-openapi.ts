@@ -1,0 +1,305 @@
+/**
+ * protoc-gen-openapi: a buf plugin that writes the OpenAPI 3.1 document of the partner REST API from the
+ * proto files and their `google.api.http` options — the same options the server's REST transcoder is driven
+ * by, so the document and the server cannot disagree. Descriptions come from the proto comments.
+ *
+ * Run by `buf generate` (buf.gen.yaml, `strategy: all`); writes `openapi/partner.v1.openapi.json`.
+ */
+import {
+  create,
+  createFileRegistry,
+  type DescEnum,
+  type DescField,
+  type DescFile,
+  type DescMessage,
+  type DescMethod,
+  type DescService,
+  getOption,
+  ScalarType,
+} from "@bufbuild/protobuf";
+import {
+  CodeGeneratorResponse_Feature,
+  CodeGeneratorResponseSchema,
+  FileDescriptorSetSchema,
+} from "@bufbuild/protobuf/wkt";
+import { getComments, runNodeJs } from "@bufbuild/protoplugin";
+
+/** The runtime shape of a `google.api.HttpRule` (read from the request's own descriptors, not gen/). */
+interface HttpRule {
+  pattern: { case: "get" | "put" | "post" | "delete" | "patch" | "custom" | undefined; value?: unknown };
+  body: string;
+  responseBody: string;
+}
+
+/** The package documented. */
+const PACKAGE = "partner.v1";
+/** Operations that refuse to run without an Idempotency-Key (CONTRACT.md §6). */
+const IDEMPOTENCY_REQUIRED = new Set(["partner.v1.DisbursementService.CreateDisbursement"]);
+
+type Schema = Record<string, unknown>;
+
+const text = (desc: Parameters<typeof getComments>[0]) =>
+  (getComments(desc).leading ?? "")
+    .split("\n")
+    .map((l) => l.replace(/^ /, ""))
+    .join("\n")
+    .trim();
+const firstSentence = (s: string) => (s.split(/(?<=\.)\s|\n\n/)[0] ?? "").replace(/\n/g, " ").trim();
+
+function scalarSchema(t: ScalarType): Schema {
+  switch (t) {
+    case ScalarType.STRING:
+      return { type: "string" };
+    case ScalarType.BOOL:
+      return { type: "boolean" };
+    case ScalarType.BYTES:
+      return { type: "string", contentEncoding: "base64" };
+    case ScalarType.DOUBLE:
+    case ScalarType.FLOAT:
+      return { type: "number" };
+    case ScalarType.INT64:
+    case ScalarType.SINT64:
+    case ScalarType.SFIXED64:
+    case ScalarType.UINT64:
+    case ScalarType.FIXED64:
+      // proto3 JSON: 64-bit integers are decimal strings (money in kobo among them).
+      return { type: "string", pattern: "^-?[0-9]+$", format: "int64" };
+    default:
+      return { type: "integer", format: "int32" };
+  }
+}
+
+function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: DescFile[]) {
+  const schemas: Record<string, Schema> = {};
+  const refOf = (desc: DescMessage | DescEnum): Schema => {
+    if (desc.kind === "message") addMessage(desc);
+    else addEnum(desc);
+    return { $ref: `#/components/schemas/${desc.typeName}` };
+  };
+  const typeOf = (message: DescMessage): Schema | undefined => {
+    switch (message.typeName) {
+      case "google.protobuf.Timestamp":
+        return { type: "string", format: "date-time" };
+      case "google.protobuf.Struct":
+        return { type: "object", additionalProperties: true };
+      case "google.protobuf.Value":
+        return {};
+      default:
+        return undefined;
+    }
+  };
+  const fieldSchema = (f: DescField): Schema => {
+    const one = (): Schema => {
+      switch (f.fieldKind) {
+        case "scalar":
+          return scalarSchema(f.scalar);
+        case "enum":
+          return refOf(f.enum);
+        case "message":
+          return typeOf(f.message) ?? refOf(f.message);
+        case "list":
+          return {
+            type: "array",
+            items:
+              f.listKind === "scalar"
+                ? scalarSchema(f.scalar)
+                : f.listKind === "enum"
+                  ? refOf(f.enum)
+                  : (typeOf(f.message) ?? refOf(f.message)),
+          };
+        case "map":
+          return {
+            type: "object",
+            additionalProperties:
+              f.mapKind === "scalar"
+                ? scalarSchema(f.scalar)
+                : f.mapKind === "enum"
+                  ? refOf(f.enum)
+                  : (typeOf(f.message) ?? refOf(f.message)),
+          };
+      }
+    };
+    const s = one();
+    const description = text(f);
+    return description ? (s.$ref ? { ...s, description } : { ...s, description }) : s;
+  };
+  function addMessage(m: DescMessage, omit: string[] = [], name = m.typeName): void {
+    if (schemas[name]) return;
+    schemas[name] = {}; // reserve first: messages may refer to themselves
+    const properties: Record<string, Schema> = {};
+    for (const f of m.fields) if (!omit.includes(f.name)) properties[f.jsonName] = fieldSchema(f);
+    schemas[name] = { type: "object", description: text(m) || undefined, properties };
+  }
+  function addEnum(e: DescEnum): void {
+    if (schemas[e.typeName]) return;
+    schemas[e.typeName] = {
+      type: "string",
+      description: text(e) || undefined,
+      enum: e.values.map((v) => v.name),
+    };
+  }
+
+  // gen/ may be cleaned while this runs, so the extension comes from the request's descriptors.
+  const httpOption = files.getExtension("google.api.http");
+  const ruleOf = (method: DescMethod): HttpRule | undefined =>
+    httpOption ? (getOption(method as never, httpOption as never) as HttpRule) : undefined;
+  const paths: Record<string, Record<string, unknown>> = {};
+  const tags: { name: string; description: string }[] = [];
+  const services: DescService[] = [];
+  for (const file of toGenerate) services.push(...file.services);
+  for (const service of services.sort((a, b) => a.typeName.localeCompare(b.typeName))) {
+    tags.push({ name: service.name, description: text(service) });
+    for (const method of service.methods) addOperation(service, method);
+  }
+
+  function addOperation(service: DescService, method: DescMethod) {
+    const rule = ruleOf(method);
+    if (!rule || rule.pattern.case === undefined || rule.pattern.case === "custom") return;
+    const verb = rule.pattern.case;
+    const template = String(rule.pattern.value);
+    const pathFields = [...template.matchAll(/\{([a-z0-9_.]+)(?:=[^}]*)?\}/g)].map((m) => m[1] ?? "");
+    const openapiPath = template.replace(/\{([a-z0-9_.]+)(?:=[^}]*)?\}/g, "{$1}");
+    const input = method.input;
+    const parameters: Schema[] = pathFields.map((name) => {
+      const f = input.fields.find((x) => x.name === name);
+      return {
+        name,
+        in: "path",
+        required: true,
+        description: f ? text(f) : undefined,
+        schema: f ? fieldSchema(f) : { type: "string" },
+      };
+    });
+    if (!rule.body) {
+      for (const f of input.fields) {
+        if (pathFields.includes(f.name)) continue;
+        parameters.push({
+          name: f.name,
+          in: "query",
+          required: false,
+          description: text(f),
+          schema: fieldSchema(f),
+        });
+      }
+    }
+    if (verb === "post") {
+      const required = IDEMPOTENCY_REQUIRED.has(`${service.typeName}.${method.name}`);
+      parameters.push({
+        name: "Idempotency-Key",
+        in: "header",
+        required,
+        description: required
+          ? "Required: 1–255 characters. A retry with the same key and body returns the first response and never repeats the write."
+          : "Optional: 1–255 characters. A retry with the same key and body returns the first response (`Idempotent-Replayed: true`).",
+        schema: { type: "string", minLength: 1, maxLength: 255 },
+      });
+    }
+    let requestBody: Schema | undefined;
+    if (rule.body === "*") {
+      const bodyName = pathFields.length ? `${input.typeName}.Body` : input.typeName;
+      addMessage(input, pathFields, bodyName);
+      requestBody = {
+        required: true,
+        content: { "application/json": { schema: { $ref: `#/components/schemas/${bodyName}` } } },
+      };
+    } else if (rule.body) {
+      const f = input.fields.find((x) => x.name === rule.body);
+      if (f) requestBody = { required: true, content: { "application/json": { schema: fieldSchema(f) } } };
+    }
+    let response: Schema;
+    if (method.output.typeName === "google.api.HttpBody") {
+      response = {
+        description: "The signed document, byte for byte as signed (verify it before use).",
+        content: {
+          "application/json": {
+            schema: files.getMessage("partner.v1.Snapshot")
+              ? refOf(files.getMessage("partner.v1.Snapshot") as DescMessage)
+              : { type: "object" },
+          },
+        },
+      };
+    } else {
+      const f = rule.responseBody
+        ? method.output.fields.find((x) => x.name === rule.responseBody)
+        : undefined;
+      response = {
+        description: "OK",
+        content: { "application/json": { schema: f ? fieldSchema(f) : refOf(method.output) } },
+      };
+    }
+    const description = text(method);
+    paths[openapiPath] ??= {};
+    paths[openapiPath][verb] = {
+      operationId: `${service.name}_${method.name}`,
+      tags: [service.name],
+      summary: firstSentence(description) || method.name,
+      description,
+      parameters,
+      ...(requestBody ? { requestBody } : {}),
+      responses: { "200": response, default: { $ref: "#/components/responses/Error" } },
+    };
+  }
+
+  const error = files.getMessage("partner.v1.Error");
+  const errorSchema = error ? refOf(error) : { type: "object" };
+  // Stable key order: the document is committed and checked for freshness.
+  const sortedSchemas = Object.fromEntries(
+    Object.entries(schemas)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, v]) => [k, JSON.parse(JSON.stringify(v))]),
+  );
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Partner Underwriting Data API",
+      version: "v1",
+      description:
+        "Signed, consent-gated underwriting snapshots, consent, disbursements and signed webhooks for lending " +
+        "partners. Every operation is also served over Connect, gRPC-Web and gRPC from the same proto files. " +
+        "Money is integer kobo, as decimal strings. Errors share one body: `{ code, message, requestId, details? }`. " +
+        "This document is served at `/partner/v1/openapi.json`, and as a page at `/partner/v1/reference`.",
+    },
+    servers: [{ url: "/", description: "The API's own origin" }],
+    security: [{ apiKey: [] }],
+    tags,
+    paths: Object.fromEntries(Object.entries(paths).sort(([a], [b]) => a.localeCompare(b))),
+    components: {
+      securitySchemes: {
+        apiKey: {
+          type: "http",
+          scheme: "bearer",
+          description:
+            "`Authorization: Bearer <api key>`: `sk_sandbox_…` or `sk_live_…`, one per environment.",
+        },
+      },
+      responses: {
+        Error: {
+          description: "An error (CONTRACT.md §8): the HTTP status by category, the `code` to branch on.",
+          headers: {
+            "Retry-After": { description: "With 429 and 503: seconds to wait.", schema: { type: "integer" } },
+          },
+          content: { "application/json": { schema: errorSchema } },
+        },
+      },
+      schemas: sortedSchemas,
+    },
+  };
+}
+
+runNodeJs({
+  name: "protoc-gen-openapi",
+  version: "v1",
+  run(request) {
+    const files = createFileRegistry(create(FileDescriptorSetSchema, { file: request.protoFile }));
+    const supportedFeatures = BigInt(CodeGeneratorResponse_Feature.PROTO3_OPTIONAL);
+    // buf calls the plugin once per input; only the one holding the partner package writes the document.
+    const wanted = new Set(request.fileToGenerate);
+    const ours = [...files.files].filter((f) => wanted.has(f.proto.name) && f.proto.package === PACKAGE);
+    if (ours.length === 0) return create(CodeGeneratorResponseSchema, { supportedFeatures });
+    const doc = generate(files, ours);
+    return create(CodeGeneratorResponseSchema, {
+      supportedFeatures,
+      file: [{ name: "openapi/partner.v1.openapi.json", content: `${JSON.stringify(doc, null, 2)}\n` }],
+    });
+  },
+});

@@ -1,0 +1,75 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { Validator } from "@seriousme/openapi-schema-validator";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+
+const generated = readFileSync(
+  path.resolve(import.meta.dirname, "../../gen/openapi/partner.v1.openapi.json"),
+  "utf8",
+);
+let t: TestApp;
+
+beforeAll(async () => {
+  t = await startTestApp();
+});
+afterAll(() => t?.stop());
+
+describe("the OpenAPI document", () => {
+  it("is served at /partner/v1/openapi.json without a key, and is valid OpenAPI 3.1", async () => {
+    const res = await fetch(`${t.partnerUrl}/partner/v1/openapi.json`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+    const text = await res.text();
+    expect(text).toBe(generated);
+    const doc = JSON.parse(text);
+    expect(doc.openapi).toBe("3.1.0");
+    const result = await new Validator().validate(doc);
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+  });
+
+  it("lists exactly the server's REST routes", async () => {
+    const doc = JSON.parse(generated) as { paths: Record<string, Record<string, unknown>> };
+    const documented = Object.entries(doc.paths)
+      .flatMap(([p, verbs]) => Object.keys(verbs).map((v) => `${v.toUpperCase()} ${p}`))
+      .sort();
+    // The server's templates may bind a segment (`{id=*}`); the document names the parameter only.
+    const served = t.app.routes.map((r) => r.replace(/\{([a-z0-9_.]+)=[^}]*\}/g, "{$1}")).sort();
+    expect(served.length).toBeGreaterThan(20);
+    expect(documented).toEqual(served);
+  });
+
+  it("says which operations need an Idempotency-Key, and documents the error body", () => {
+    const doc = JSON.parse(generated);
+    const create = doc.paths["/partner/v1/disbursements"].post;
+    expect(create.parameters).toContainEqual(
+      expect.objectContaining({ name: "Idempotency-Key", required: true }),
+    );
+    const webhook = doc.paths["/partner/v1/webhooks"].post;
+    expect(webhook.parameters).toContainEqual(
+      expect.objectContaining({ name: "Idempotency-Key", required: false }),
+    );
+    expect(Object.keys(doc.components.schemas["partner.v1.Error"].properties)).toEqual([
+      "code",
+      "message",
+      "requestId",
+      "details",
+    ]);
+    // Money is kobo as decimal strings, as the JSON the server writes.
+    expect(doc.components.schemas["partner.v1.Disbursement"].properties.principalKobo.type).toBe("string");
+  });
+
+  it("has a reference page for people, with every operation on it", async () => {
+    const res = await fetch(`${t.partnerUrl}/partner/v1/reference`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(res.headers.get("content-security-policy")).toContain("default-src 'none'");
+    const html = await res.text();
+    const doc = JSON.parse(generated) as { paths: Record<string, Record<string, { operationId: string }>> };
+    for (const verbs of Object.values(doc.paths))
+      for (const op of Object.values(verbs)) expect(html).toContain(`id="${op.operationId}"`);
+    expect(html).not.toContain("<script");
+    expect((await fetch(`${t.partnerUrl}/partner/v1/reference`, { method: "POST" })).status).toBe(405);
+  });
+});
