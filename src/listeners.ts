@@ -169,8 +169,10 @@ async function receiveProviderWebhook(
 /** The OpenAPI document and its reference page: public, cacheable, the same bytes for everyone. */
 const docs = loadDocs();
 function serveDocs(req: AnyRequest, res: AnyResponse, pathOnly: string, requestId: string): void {
-  if (req.method !== "GET" && req.method !== "HEAD")
-    return writeRestError(res, new ApiError("method_not_allowed", "Use GET."), requestId);
+  if (req.method !== "GET" && req.method !== "HEAD") {
+    writeRestError(res, new ApiError("method_not_allowed", "Use GET."), requestId);
+    return;
+  }
   const html = pathOnly === docsPaths.reference;
   const body = html ? docs.html : docs.json;
   res.setHeader("content-type", html ? "text/html; charset=utf-8" : "application/json; charset=utf-8");
