@@ -47,6 +47,15 @@ export interface Config {
    * PAYMENT_PROVIDER_SECRET_KEY. Unset: production disbursements answer 503. Sandbox always uses the simulator.
    */
   paymentProvider: { baseUrl: string; secretKey: string; timeoutMs: number } | undefined;
+  /** HTTP limits against slow or stuck clients, on both listeners. */
+  http: {
+    /** Time a client has to send its request headers (slow-loris clients are cut off after it). */
+    headersTimeoutMs: number;
+    /** Time a client has to send its whole request. */
+    requestTimeoutMs: number;
+    /** How long an idle keep-alive connection is kept. */
+    keepAliveTimeoutMs: number;
+  };
   /** Webhook delivery (CONTRACT.md §5). */
   webhooks: {
     /** Time allowed to connect (5 s). */
@@ -185,6 +194,11 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
             timeoutMs: int(env, "PAYMENT_PROVIDER_TIMEOUT_MS", 30_000, 100, 120_000),
           }
         : undefined,
+    http: {
+      headersTimeoutMs: int(env, "HTTP_HEADERS_TIMEOUT_MS", 20_000, 500, 300_000),
+      requestTimeoutMs: int(env, "HTTP_REQUEST_TIMEOUT_MS", 60_000, 1_000, 600_000),
+      keepAliveTimeoutMs: int(env, "HTTP_KEEP_ALIVE_TIMEOUT_MS", 65_000, 1_000, 600_000),
+    },
     webhooks: {
       connectTimeoutMs: int(env, "WEBHOOK_CONNECT_TIMEOUT_MS", 5_000, 100, 60_000),
       timeoutMs: int(env, "WEBHOOK_TIMEOUT_MS", 30_000, 100, 120_000),

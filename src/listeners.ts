@@ -202,6 +202,7 @@ export async function startListeners(o: ListenerOptions) {
     host: config.host,
     port: config.port,
     logger,
+    timeouts: config.http,
     handler: withRequestId(
       (req, res) => {
         const url = req.url ?? "/";
@@ -249,6 +250,7 @@ export async function startListeners(o: ListenerOptions) {
       host: config.internalHost,
       port: config.internalPort,
       logger,
+      timeouts: config.http,
       handler: withRequestId((req, res) => internalConnect(req as never, res as never), logger, "internal"),
     });
   } catch (err) {

@@ -2,6 +2,7 @@ import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import { Duplex } from "node:stream";
+import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
 
 /** A request handler that serves both HTTP/1.1 and HTTP/2 requests. */
@@ -25,6 +26,8 @@ export interface ListenOptions {
   handler: Handler;
   logger: Logger;
   name: string;
+  /** Limits against slow clients (defaults: 20 s for headers, 60 s for a request, 65 s idle keep-alive). */
+  timeouts?: { headersTimeoutMs: number; requestTimeoutMs: number; keepAliveTimeoutMs: number };
 }
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -68,32 +71,72 @@ function replaying(socket: net.Socket, head: Buffer): Duplex {
  * One cleartext port for HTTP/1.1 (REST, Connect, gRPC-Web) and HTTP/2 with prior knowledge (gRPC, h2c
  * Connect). Node's `allowHTTP1` needs TLS, so each connection's first bytes decide which server gets it.
  */
-export async function listen({ host, port, handler, logger, name }: ListenOptions): Promise<Listener> {
+export async function listen({
+  host,
+  port,
+  handler,
+  logger,
+  name,
+  timeouts,
+}: ListenOptions): Promise<Listener> {
+  const limits = timeouts ?? {
+    headersTimeoutMs: 20_000,
+    requestTimeoutMs: 60_000,
+    keepAliveTimeoutMs: 65_000,
+  };
   const h1 = http.createServer(
-    { keepAliveTimeout: 65_000, headersTimeout: 30_000, requestTimeout: 60_000 },
+    {
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: Math.max(limits.requestTimeoutMs, limits.headersTimeoutMs),
+      // How often Node looks for connections past those limits (its default, 30 s, would let a slow client
+      // hold a socket for up to 30 s more).
+      connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs),
+      maxHeaderSize: 16 * 1024,
+    },
     handler,
   );
   // h1 never listens itself (connections arrive from the sniffer below), but its connection tracking, which
   // enforces headersTimeout/requestTimeout against slow clients and lets idle keep-alive sockets be closed
   // on shutdown, starts on "listening".
   h1.emit("listening");
-  const h2 = http2.createServer({}, handler);
+  const h2 = http2.createServer({ maxSessionMemory: 10 }, handler);
   const sockets = new Set<net.Socket>();
   const sessions = new Set<http2.Http2Session>();
   h2.on("session", (s) => {
     sessions.add(s);
+    // An HTTP/2 connection with no activity for the keep-alive time is closed.
+    s.setTimeout(limits.keepAliveTimeoutMs, () => s.close());
     s.on("close", () => sessions.delete(s));
   });
-  h1.on("clientError", (err, socket) => {
-    if (socket.writable)
-      socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
-    logger.debug("client error", { listener: name, err: (err as Error).message });
+  // A request Node cannot parse still gets the contract's error body.
+  h1.on("clientError", (err: NodeJS.ErrnoException, socket) => {
+    if (socket.writable && !(socket as net.Socket & { _httpMessage?: unknown })._httpMessage) {
+      const [status, reason, code, message] =
+        err.code === "HPE_HEADER_OVERFLOW"
+          ? [
+              431,
+              "Request Header Fields Too Large",
+              "headers_too_large",
+              "The request headers are too large (16 KiB at most).",
+            ]
+          : err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+            ? [408, "Request Timeout", "request_timeout", "The request took too long to arrive."]
+            : [400, "Bad Request", "invalid_request", "The request is not valid HTTP."];
+      const body = JSON.stringify({ code, message, requestId: newId("req") });
+      socket.end(
+        `HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+    } else socket.destroy();
+    logger.debug("client error", { listener: name, err: err.message });
   });
 
   const server = net.createServer((socket) => {
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
     socket.on("error", () => undefined);
+    // A client that connects and sends too little to tell HTTP/1.1 from HTTP/2 is cut off like any slow client.
+    socket.setTimeout(limits.headersTimeoutMs, () => socket.destroy());
     let seen = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
       seen = Buffer.concat([seen, chunk]);
@@ -101,6 +144,7 @@ export async function listen({ host, port, handler, logger, name }: ListenOption
       const isH2 = seen.subarray(0, n).equals(PREFACE.subarray(0, n));
       if (isH2 && seen.length < PREFACE.length) return;
       socket.off("data", onData);
+      socket.setTimeout(0);
       if (isH2) {
         h2.emit("connection", replaying(socket, seen));
         return;

@@ -46,6 +46,13 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
     const code = fromConnect[err.code];
     if (code) return new ApiError(code, err.rawMessage || undefined, { cause: err });
   }
+  // PostgreSQL refuses text it cannot store (a NUL character, a lone surrogate): the input's fault, not ours.
+  const pgCode = (err as { code?: unknown })?.code;
+  if (pgCode === "22021" || pgCode === "22P05") {
+    return new ApiError("invalid_argument", "Text may not contain NUL or invalid Unicode characters.", {
+      cause: err,
+    });
+  }
   logger.error("unhandled error", { err });
   return new ApiError("internal", undefined, { cause: err });
 }

@@ -1,0 +1,378 @@
+import { readFileSync } from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createWebhook } from "../factories/events.ts";
+import { createPartner, type PartnerFixture } from "../factories/partners.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { eventually } from "../support/wait.ts";
+
+// Hostile input: every case must get a 4xx with the contract's error body, never a 5xx, never another
+// tenant's data, and the server must stay up with bounded memory.
+let t: TestApp;
+let a: PartnerFixture;
+let b: PartnerFixture;
+const owned: Record<string, string> = {};
+
+const doc = JSON.parse(
+  readFileSync(path.resolve(import.meta.dirname, "../../gen/openapi/partner.v1.openapi.json"), "utf8"),
+) as { paths: Record<string, Record<string, { parameters?: { name: string; in: string }[] }>> };
+
+beforeAll(async () => {
+  t = await startTestApp({
+    config: {
+      rateLimits: {
+        read: { capacity: 100_000, refillPerSecond: 100_000 },
+        write: { capacity: 100_000, refillPerSecond: 100_000 },
+      },
+      http: { headersTimeoutMs: 1_000, requestTimeoutMs: 2_000, keepAliveTimeoutMs: 5_000 },
+    },
+  });
+  a = await createPartner(t);
+  b = await createPartner(t);
+  // Partner A's resources, which partner B (and A's own live key) must never reach.
+  const hook = await createWebhook(t.partnerUrl, a.sandboxKey, {
+    url: "http://127.0.0.1:9/h",
+    events: ["*"],
+  });
+  owned.webhook = hook.id;
+  const link = await send("POST", "/partner/v1/consent-links", {
+    key: a.sandboxKey,
+    body: { phoneNumber: "+2348000000003", scopes: ["standing"], ledgerWindowDays: 30 },
+  });
+  owned.link = link.json.id;
+  const accepted = await send("POST", `/partner/v1/sandbox/consent-links/${owned.link}/accept`, {
+    key: a.sandboxKey,
+  });
+  owned.consent = accepted.json.consentId;
+  const test = await send("POST", `/partner/v1/webhooks/${owned.webhook}/test`, {
+    key: a.sandboxKey,
+    body: {},
+  });
+  owned.event = test.json.eventId ?? "";
+  const dsb = await send("POST", "/partner/v1/disbursements", {
+    key: a.sandboxKey,
+    headers: { "idempotency-key": "hostile-1" },
+    body: {
+      userId: "usr_sandboxEmerging",
+      principalKobo: "100000",
+      destination: "WALLET",
+      reference: "hostile-1",
+      repaymentSchedule: {
+        installments: [
+          {
+            dueDate: new Date(Date.now() + 20 * 86_400_000).toISOString().slice(0, 10),
+            amountKobo: "110000",
+          },
+        ],
+      },
+      scheduleAcceptedAt: new Date().toISOString(),
+    },
+  });
+  owned.disbursement = dsb.json.id;
+  owned.repayment = `rpy_${String(owned.disbursement).slice(4)}_1`;
+  const deliveries = await eventually(async () => {
+    const r = await send("GET", `/partner/v1/webhooks/${owned.webhook}/deliveries`, { key: a.sandboxKey });
+    return r.json.deliveries?.length ? r.json.deliveries : undefined;
+  });
+  owned.delivery = deliveries[0].id;
+  owned.event ||= deliveries[0].eventId;
+});
+afterAll(() => t?.stop());
+
+async function send(
+  method: string,
+  url: string,
+  o: { key?: string; body?: unknown; raw?: string | Buffer; headers?: Record<string, string> } = {},
+): Promise<{ status: number; json: any; text: string; headers: Headers }> {
+  const headers: Record<string, string> = { ...o.headers };
+  if (o.key) headers.authorization = `Bearer ${o.key}`;
+  let body: string | Uint8Array | undefined = o.raw;
+  if (o.body !== undefined) {
+    body = JSON.stringify(o.body);
+    headers["content-type"] ??= "application/json";
+  }
+  if (o.raw !== undefined) headers["content-type"] ??= "application/json";
+  const res = await fetch(`${t.partnerUrl}${url}`, { method, headers, body: body as BodyInit | undefined });
+  const text = await res.text();
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, json, text, headers: res.headers };
+}
+
+/** The contract's error body with a 4xx. */
+function expectClientError(r: { status: number; json: any; text: string }, what: string) {
+  expect(r.status, `${what}: ${r.text.slice(0, 200)}`).toBeGreaterThanOrEqual(400);
+  expect(r.status, `${what}: ${r.text.slice(0, 200)}`).toBeLessThan(500);
+  expect(r.json, what).toMatchObject({
+    code: expect.stringMatching(/^[a-z_]+$/),
+    message: expect.any(String),
+    requestId: expect.stringMatching(/^req_/),
+  });
+}
+
+/** Every operation of the document with its path parameters filled from partner A's resources. */
+/** A valid body for the operations that take one. */
+const bodyFor = (template: string, verb: string): Record<string, unknown> => {
+  if (template.includes("standing")) return { tier: "Trusted", score: 900 };
+  if (template.includes("collect")) return { outcome: "SUCCESS" };
+  if (verb === "PATCH") return { description: "changed" };
+  return {};
+};
+
+function operations(): { verb: string; url: string; template: string; hasBody: boolean }[] {
+  const fill: Record<string, string> = {
+    "/partner/v1/webhooks/{id}": owned.webhook ?? "",
+    "/partner/v1/webhooks/{id}/rotate-secret": owned.webhook ?? "",
+    "/partner/v1/webhooks/{id}/test": owned.webhook ?? "",
+    "/partner/v1/webhooks/{webhook_id}/deliveries": owned.webhook ?? "",
+    "/partner/v1/deliveries/{id}/replay": owned.delivery ?? "",
+    "/partner/v1/events/{id}": owned.event ?? "",
+    "/partner/v1/consents/{id}": owned.consent ?? "",
+    "/partner/v1/consents/{id}/revoke": owned.consent ?? "",
+    "/partner/v1/consent-links/{id}": owned.link ?? "",
+    "/partner/v1/sandbox/consent-links/{id}/accept": owned.link ?? "",
+    "/partner/v1/sandbox/consent-links/{id}/decline": owned.link ?? "",
+    "/partner/v1/sandbox/consents/{id}/revoke": owned.consent ?? "",
+    "/partner/v1/disbursements/{id}": owned.disbursement ?? "",
+    "/partner/v1/disbursements/{disbursement_id}/repayments": owned.disbursement ?? "",
+    "/partner/v1/sandbox/disbursements/{id}/fail": owned.disbursement ?? "",
+    "/partner/v1/sandbox/disbursements/{id}/reverse": owned.disbursement ?? "",
+    "/partner/v1/sandbox/repayments/{id}/collect": owned.repayment ?? "",
+    "/partner/v1/users/{user_id}/consent": "usr_sandboxEmerging",
+    "/partner/v1/users/{user_id}/snapshot": "usr_sandboxEmerging",
+    "/partner/v1/sandbox/users/{user_id}/standing": "usr_sandboxEmerging",
+  };
+  return Object.entries(doc.paths).flatMap(([template, verbs]) =>
+    Object.entries(verbs).map(([verb, op]) => ({
+      verb: verb.toUpperCase(),
+      template,
+      url: template.replace(/\{[a-z_]+\}/, fill[template] ?? "x"),
+      hasBody: Boolean((op as { requestBody?: unknown }).requestBody),
+    })),
+  );
+}
+
+describe("another tenant's ids and the other environment's key", () => {
+  it("never reach partner A's resources, on every endpoint", async () => {
+    const secretBits = Object.values(owned).filter((v) => v.length > 10);
+    for (const op of operations()) {
+      if (!op.template.includes("{")) continue;
+      // Sandbox users belong to no partner (the fixtures are shared by every sandbox partner, by design).
+      if (op.template === "/partner/v1/sandbox/users/{user_id}/standing") continue;
+      for (const [who, key] of [
+        ["partner B", b.sandboxKey],
+        ["A's live key", a.liveKey],
+      ] as const) {
+        const r = await send(op.verb, op.url, {
+          key,
+          body: op.hasBody ? bodyFor(op.template, op.verb) : undefined,
+        });
+        expectClientError(r, `${who} ${op.verb} ${op.url}`);
+        expect([403, 404], `${who} ${op.verb} ${op.url}: ${r.text}`).toContain(r.status);
+        // Never another tenant's data: the answer names nothing of A's but the id that was asked for.
+        for (const bit of secretBits) if (!op.url.includes(bit)) expect(r.text).not.toContain(bit);
+      }
+    }
+    // A's resources are untouched.
+    const hook = await send("GET", `/partner/v1/webhooks/${owned.webhook}`, { key: a.sandboxKey });
+    expect(hook.json.status).toBe("ACTIVE");
+    const consent = await send("GET", `/partner/v1/consents/${owned.consent}`, { key: a.sandboxKey });
+    expect(consent.json.status).toBe("ACTIVE");
+  });
+});
+
+describe("malformed requests", () => {
+  const post = (raw: string | Buffer, headers: Record<string, string> = {}) =>
+    send("POST", "/partner/v1/webhooks", { key: a.sandboxKey, raw, headers });
+
+  it("malformed JSON, wrong types, unknown fields and deep nesting: 400/422", async () => {
+    const bodies = [
+      "{",
+      "[]",
+      '"text"',
+      "null",
+      "123",
+      '{"url":}',
+      "\u0000\u0001",
+      '{"url": 5, "events": "all"}',
+      '{"url": "https://example.com", "events": [{"a": 1}]}',
+      '{"url": "https://example.com", "events": ["*"], "bogus": true}',
+      '{"url": ["https://example.com"], "events": ["*"]}',
+      `{"url": "https://example.com", "events": ["*"], "description": ${"[".repeat(100_000)}${"]".repeat(100_000)}}`,
+      `${'{"a":'.repeat(50_000)}1${"}".repeat(50_000)}`,
+      '{"url": "https://example.com/\\r\\nX-Injected: 1", "events": ["*"]}',
+      '{"url": "https://example.com", "events": ["\' OR 1=1 --"]}',
+      '{"__proto__": {"polluted": true}, "url": "https://example.com", "events": ["*"]}',
+    ];
+    for (const raw of bodies) expectClientError(await post(raw), raw.slice(0, 60));
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    const disbursement = await send("POST", "/partner/v1/disbursements", {
+      key: a.sandboxKey,
+      headers: { "idempotency-key": "hostile-types" },
+      raw: '{"userId": "usr_sandboxEmerging", "principalKobo": 1.5, "destination": "CASH", "reference": "x"}',
+    });
+    expectClientError(disbursement, "fractional kobo");
+    for (const principal of ['"-1"', '"1e3"', '"99999999999999999999999"', "true", '"0x10"']) {
+      const r = await send("POST", "/partner/v1/disbursements", {
+        key: a.sandboxKey,
+        headers: { "idempotency-key": `hostile-${principal}` },
+        raw: `{"userId": "usr_sandboxEmerging", "principalKobo": ${principal}, "destination": "WALLET", "reference": "y"}`,
+      });
+      expectClientError(r, `principal ${principal}`);
+    }
+  });
+
+  it("wrong content types: 415", async () => {
+    for (const type of [
+      "text/plain",
+      "application/x-www-form-urlencoded",
+      "multipart/form-data; boundary=x",
+      "application/xml",
+    ]) {
+      const r = await post('{"url": "https://example.com", "events": ["*"]}', { "content-type": type });
+      expectClientError(r, type);
+      expect(r.status).toBe(415);
+    }
+  });
+
+  it("huge bodies: 413; huge headers: 431 with the error body", async () => {
+    const big = await post(`{"url": "${"a".repeat(2 * 1024 * 1024)}"}`);
+    expectClientError(big, "2 MiB body");
+    expect(big.status).toBe(413);
+    const headers = await rawRequest(
+      `GET /partner/v1/keys HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${a.sandboxKey}\r\nx-big: ${"b".repeat(100_000)}\r\n\r\n`,
+    );
+    expect(headers).toMatch(/^HTTP\/1\.1 431 /);
+    expect(JSON.parse(headers.split("\r\n\r\n")[1] ?? "")).toMatchObject({ code: "headers_too_large" });
+  });
+
+  it("path traversal, SQL metacharacters and header injection in ids and queries: 4xx", async () => {
+    const ids = [
+      "..%2F..%2Fetc%2Fpasswd",
+      "../../etc/passwd",
+      "%00",
+      "whk_%27%20OR%201%3D1%20--",
+      "whk_'; drop table webhooks; --",
+      "%0d%0aSet-Cookie:%20x=1",
+      "a".repeat(5_000),
+      "%ff%fe",
+      "whk_01J0000000000000000000000%",
+    ];
+    for (const id of ids) {
+      for (const base of [
+        "/partner/v1/webhooks/",
+        "/partner/v1/consents/",
+        "/partner/v1/disbursements/",
+        "/partner/v1/users/",
+      ]) {
+        const r = await send("GET", `${base}${id}${base.includes("users") ? "/snapshot" : ""}`, {
+          key: a.sandboxKey,
+        });
+        expectClientError(r, `${base}${id}`);
+        expect(r.headers.get("set-cookie")).toBeNull();
+      }
+    }
+    for (const q of [
+      "limit=-1",
+      "limit=abc",
+      "limit=1e309",
+      "starting_after=%27%20OR%201%3D1",
+      "limit=1&limit=2",
+      "unknown=1",
+    ]) {
+      const r = await send("GET", `/partner/v1/webhooks/${owned.webhook}/deliveries?${q}`, {
+        key: a.sandboxKey,
+      });
+      if (r.status === 200) continue; // a harmless value may be accepted
+      expectClientError(r, q);
+    }
+    const snap = await send(
+      "GET",
+      "/partner/v1/users/usr_sandboxEmerging/snapshot?ledger_window_days=1%20OR%201=1",
+      {
+        key: a.sandboxKey,
+      },
+    );
+    expectClientError(snap, "window injection");
+  });
+
+  it("bad credentials in odd shapes: 401", async () => {
+    for (const auth of [
+      "Bearer",
+      "Bearer ",
+      "Basic YTpi",
+      `Bearer ${a.sandboxKey}x`,
+      `bearer ${"k".repeat(10_000)}`,
+      "Bearer sk_sandbox_\u00e9",
+    ]) {
+      const r = await fetch(`${t.partnerUrl}/partner/v1/keys`, { headers: { authorization: auth } }).catch(
+        () => undefined,
+      );
+      if (!r) continue; // fetch refuses some header values itself
+      const text = await r.text();
+      expectClientError({ status: r.status, json: JSON.parse(text), text }, auth.slice(0, 20));
+      expect(r.status).toBe(401);
+    }
+  });
+});
+
+function rawRequest(request: string): Promise<string> {
+  const { port } = new URL(t.partnerUrl);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), "127.0.0.1");
+    let data = "";
+    socket.on("data", (d) => {
+      data += d.toString();
+    });
+    socket.on("end", () => resolve(data));
+    socket.on("close", () => resolve(data));
+    socket.on("error", reject);
+    socket.write(request);
+  });
+}
+
+describe("slow and abusive clients", () => {
+  it("slow-loris connections are cut off, and others are served meanwhile", async () => {
+    const { port } = new URL(t.partnerUrl);
+    const sockets: net.Socket[] = [];
+    const closed: Promise<void>[] = [];
+    for (let i = 0; i < 100; i++) {
+      const s = net.connect(Number(port), "127.0.0.1");
+      s.on("error", () => undefined);
+      s.resume(); // read what the server answers (a 408), so its closing is seen here
+      closed.push(new Promise((r) => s.on("close", () => r())));
+      // Some send nothing, some the start of an HTTP/2 preface, some half a request line, some headers forever.
+      s.write(["", "P", "GET /partner/v1/ke", "GET /partner/v1/keys HTTP/1.1\r\nx-a: 1\r\n"][i % 4] ?? "");
+      sockets.push(s);
+    }
+    const ok = await send("GET", "/partner/v1/keys", { key: a.sandboxKey });
+    expect(ok.status).toBe(200);
+    await Promise.race([
+      Promise.all(closed),
+      new Promise((_, reject) =>
+        setTimeout(() => reject(new Error("slow connections were not closed")), 15_000),
+      ),
+    ]);
+    for (const s of sockets) s.destroy();
+  });
+
+  it("the server is still up and its memory bounded after all of this", async () => {
+    const before = process.memoryUsage().heapUsed;
+    for (let round = 0; round < 200; round++) {
+      await send("POST", "/partner/v1/webhooks", {
+        key: a.sandboxKey,
+        raw: `{"url": "${"x".repeat(500_000)}"}`,
+      });
+    }
+    globalThis.gc?.();
+    const after = process.memoryUsage().heapUsed;
+    expect(after - before).toBeLessThan(200 * 1024 * 1024);
+    expect((await send("GET", "/healthz")).status).toBe(200);
+    expect((await send("GET", "/partner/v1/keys", { key: a.sandboxKey })).status).toBe(200);
+  });
+});
