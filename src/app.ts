@@ -115,25 +115,24 @@ export async function createApp(options: AppOptions): Promise<App> {
     }
   };
 
-  const listeners =
-    config.role === "worker"
-      ? undefined
-      : await startListeners({
-          config,
-          services,
-          clock,
-          logger,
-          internalToken: options.internalToken,
-          ready,
-          orm,
-        });
-  if (listeners) boundUrl = listeners.partnerUrl;
+  // Every role serves the internal listener (a worker: for /metrics and health); api and all serve partners.
+  const listeners = await startListeners({
+    config,
+    services,
+    clock,
+    logger,
+    internalToken: options.internalToken,
+    ready,
+    orm,
+    partner: config.role !== "worker",
+  });
+  if (listeners.partnerUrl) boundUrl = listeners.partnerUrl;
 
   let stopped: Promise<void> | undefined;
   return {
-    partnerUrl: listeners?.partnerUrl,
-    internalUrl: listeners?.internalUrl,
-    routes: listeners?.routes ?? [],
+    partnerUrl: listeners.partnerUrl,
+    internalUrl: listeners.internalUrl,
+    routes: listeners.routes,
     services,
     boss,
     orm,
@@ -142,7 +141,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     stop() {
       stopped ??= (async () => {
         for (const stop of stoppers) stop();
-        await listeners?.close();
+        await listeners.close();
         await boss.stop({ graceful: true, timeout: 10_000, close: true });
         services.sender.close();
         await changes.close();

@@ -24,6 +24,7 @@ import { PAYSTACK_WEBHOOK_PATH, type ProviderWebhooks } from "./disbursements/pr
 import { docsPaths, loadDocs } from "./docs/reference.ts";
 import { createPartnerHandlers } from "./partners/partner.handlers.ts";
 import type { Clock } from "./platform/clock.ts";
+import { constantTimeEqualStrings } from "./platform/crypto/tokens.ts";
 import type { Orm } from "./platform/db/orm.ts";
 import { ApiError } from "./platform/errors.ts";
 import { type Handler, type Listener, listen } from "./platform/http/listener.ts";
@@ -31,11 +32,13 @@ import { type AnyResponse, writeJson, writeRestError } from "./platform/http/res
 import {
   type AnyRequest,
   createTranscoder,
+  kRouteLabel,
   readBody,
   type ServiceBinding,
 } from "./platform/http/transcoder.ts";
 import { newId } from "./platform/ids.ts";
 import type { Logger } from "./platform/logger.ts";
+import type { Metrics } from "./platform/metrics.ts";
 import { kRequestId } from "./platform/rpc/context.ts";
 import { createInternalEdge, createPartnerEdge, type Edge, replayable } from "./platform/rpc/edge.ts";
 import { edgeInterceptor } from "./platform/rpc/interceptor.ts";
@@ -56,29 +59,66 @@ const requestIdOf = (req: unknown) => (req as Tagged)[REQUEST_ID] ?? newId("req"
  * access-log line per request (debug level; no query strings, no headers, so no secrets or personal data).
  * A client's own X-Request-Id is never taken as ours; it is logged as `clientRequestId`.
  */
-function withRequestId(handler: Handler, logger: Logger, listener: string): Handler {
+function withRequestId(handler: Handler, logger: Logger, listener: string, metrics: Metrics): Handler {
   const logRequests = logger.level === "debug";
   return (req, res) => {
     const id = newId("req");
     (req as Tagged)[REQUEST_ID] = id;
     res.setHeader("x-request-id", id);
-    if (logRequests) {
-      const started = performance.now();
-      res.once("finish", () => {
+    const started = performance.now();
+    res.once("finish", () => {
+      const seconds = (performance.now() - started) / 1000;
+      const path = (req.url ?? "").split("?")[0] ?? "";
+      const { face, route } = routeOf(req, path, res.statusCode);
+      metrics.http.requests.inc({
+        listener,
+        face,
+        route,
+        method: req.method ?? "",
+        status: String(res.statusCode),
+      });
+      metrics.http.duration.observe({ listener, face, route }, seconds);
+      if (logRequests) {
         const client = req.headers["x-request-id"];
         logger.debug("request", {
           listener,
           requestId: id,
           clientRequestId: typeof client === "string" ? client.slice(0, 128) : undefined,
           method: req.method,
-          path: (req.url ?? "").split("?")[0]?.slice(0, 256),
+          path: path.slice(0, 256),
           status: res.statusCode,
-          ms: Math.round((performance.now() - started) * 10) / 10,
+          ms: Math.round(seconds * 10_000) / 10,
         });
-      });
-    }
+      }
+    });
     handler(req, res);
   };
+}
+
+const PROCEDURE = /^\/[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*\.[A-Z][A-Za-z0-9]*\/[A-Z][A-Za-z0-9]*$/;
+const FIXED_PATHS = new Set([
+  "/healthz",
+  "/readyz",
+  "/metrics",
+  docsPaths.openapi,
+  docsPaths.reference,
+  PAYSTACK_WEBHOOK_PATH,
+]);
+
+/** A bounded route label (a template, a procedure or a fixed path; never an id) and the face it came in on. */
+function routeOf(req: AnyRequest, path: string, status: number): { face: string; route: string } {
+  const type = String(req.headers["content-type"] ?? "");
+  const rest = (req as unknown as Record<symbol, string | undefined>)[kRouteLabel];
+  if (rest) return { face: "rest", route: rest };
+  if (path.startsWith("/partner/")) return { face: "rest", route: "unmatched" };
+  if (path.startsWith("/consent/")) return { face: "page", route: "/consent/{token}" };
+  if (FIXED_PATHS.has(path)) return { face: "http", route: path };
+  const face = type.startsWith("application/grpc-web")
+    ? "grpc-web"
+    : type.startsWith("application/grpc")
+      ? "grpc"
+      : "connect";
+  return { face, route: PROCEDURE.test(path) && status !== 404 ? path : "unmatched" };
 }
 
 /** Connect, gRPC-Web and gRPC for a set of services, behind the edge (reflection stays public if listed). */
@@ -138,6 +178,8 @@ export interface ListenerOptions {
   internalToken: string;
   ready: () => Promise<boolean>;
   orm: Orm;
+  /** Serve the partner listener (roles `api` and `all`); a `worker` serves only the internal one (metrics, health). */
+  partner: boolean;
 }
 
 /**
@@ -183,6 +225,29 @@ function serveDocs(req: AnyRequest, res: AnyResponse, pathOnly: string, requestI
   res.end(req.method === "HEAD" ? "" : body);
 }
 
+/** `/metrics` (Prometheus text) on the internal listener, behind the service token like the internal API. */
+async function serveMetrics(
+  req: AnyRequest,
+  res: AnyResponse,
+  metrics: Metrics,
+  token: string,
+): Promise<void> {
+  const auth = String(req.headers.authorization ?? "");
+  const presented = auth.startsWith("Bearer ") ? auth.slice(7) : "";
+  if (!presented || !constantTimeEqualStrings(presented, token)) {
+    return writeRestError(
+      res,
+      new ApiError("unauthenticated", "Send the service token as `Authorization: Bearer …`."),
+      requestIdOf(req),
+    );
+  }
+  const text = await metrics.render();
+  res.setHeader("content-type", "text/plain; version=0.0.4; charset=utf-8");
+  res.setHeader("content-length", Buffer.byteLength(text));
+  res.statusCode = 200;
+  res.end(text);
+}
+
 /** The partner listener (REST, Connect, gRPC-Web, gRPC, health) and the internal listener. */
 export async function startListeners(o: ListenerOptions) {
   const { config, services, logger } = o;
@@ -197,34 +262,44 @@ export async function startListeners(o: ListenerOptions) {
   const partnerConnect = connectHandler(withReflection(partnerList), partnerEdge, logger, [
     ServerReflection.typeName,
   ]);
-  const partner = await listen({
-    name: "partner",
-    host: config.host,
-    port: config.port,
-    logger,
-    timeouts: config.http,
-    handler: withRequestId(
-      (req, res) => {
-        const url = req.url ?? "/";
-        const pathOnly = url.split("?")[0];
-        if (pathOnly === docsPaths.openapi || pathOnly === docsPaths.reference)
-          return serveDocs(req, res, pathOnly, requestIdOf(req));
-        if (url.startsWith("/partner/")) return void transcoder.handle(req, res, requestIdOf(req));
-        if (url.startsWith("/consent/")) return void services.consentPages.handle(req, res, requestIdOf(req));
-        if (url === PAYSTACK_WEBHOOK_PATH && services.providerWebhooks.enabled())
-          return void receiveProviderWebhook(services.providerWebhooks, req, res, requestIdOf(req), logger);
-        if (url === "/healthz") return writeJson(res, 200, { status: "ok" });
-        if (url === "/readyz") {
-          return void o
-            .ready()
-            .then((ok) => writeJson(res, ok ? 200 : 503, { status: ok ? "ready" : "unavailable" }));
-        }
-        partnerConnect(req as never, res as never);
-      },
-      logger,
-      "partner",
-    ),
-  });
+  const partner = !o.partner
+    ? undefined
+    : await listen({
+        name: "partner",
+        host: config.host,
+        port: config.port,
+        logger,
+        timeouts: config.http,
+        handler: withRequestId(
+          (req, res) => {
+            const url = req.url ?? "/";
+            const pathOnly = url.split("?")[0];
+            if (pathOnly === docsPaths.openapi || pathOnly === docsPaths.reference)
+              return serveDocs(req, res, pathOnly, requestIdOf(req));
+            if (url.startsWith("/partner/")) return void transcoder.handle(req, res, requestIdOf(req));
+            if (url.startsWith("/consent/"))
+              return void services.consentPages.handle(req, res, requestIdOf(req));
+            if (url === PAYSTACK_WEBHOOK_PATH && services.providerWebhooks.enabled())
+              return void receiveProviderWebhook(
+                services.providerWebhooks,
+                req,
+                res,
+                requestIdOf(req),
+                logger,
+              );
+            if (url === "/healthz") return writeJson(res, 200, { status: "ok" });
+            if (url === "/readyz") {
+              return void o
+                .ready()
+                .then((ok) => writeJson(res, ok ? 200 : 503, { status: ok ? "ready" : "unavailable" }));
+            }
+            partnerConnect(req as never, res as never);
+          },
+          logger,
+          "partner",
+          services.metrics,
+        ),
+      });
 
   const internalList: ServiceBinding[] = [
     { service: PartnerService, impl: createPartnerHandlers(services.partners) as never },
@@ -251,21 +326,36 @@ export async function startListeners(o: ListenerOptions) {
       port: config.internalPort,
       logger,
       timeouts: config.http,
-      handler: withRequestId((req, res) => internalConnect(req as never, res as never), logger, "internal"),
+      handler: withRequestId(
+        (req, res) => {
+          if ((req.url ?? "").split("?")[0] === "/metrics")
+            return void serveMetrics(req, res, services.metrics, o.internalToken);
+          if (req.url === "/healthz") return writeJson(res, 200, { status: "ok" });
+          if (req.url === "/readyz") {
+            return void o
+              .ready()
+              .then((ok) => writeJson(res, ok ? 200 : 503, { status: ok ? "ready" : "unavailable" }));
+          }
+          internalConnect(req as never, res as never);
+        },
+        logger,
+        "internal",
+        services.metrics,
+      ),
     });
   } catch (err) {
-    await partner.close();
+    await partner?.close();
     throw err;
   }
   const hostFor = (h: string) =>
     h === "0.0.0.0" || h === "::" ? "127.0.0.1" : h.includes(":") ? `[${h}]` : h;
-  const partnerUrl = `http://${hostFor(partner.host)}:${partner.port}`;
+  const partnerUrl = partner ? `http://${hostFor(partner.host)}:${partner.port}` : undefined;
   const internalUrl = `http://${hostFor(internal.host)}:${internal.port}`;
   logger.info("listening", { partner: partnerUrl, internal: internalUrl });
   return {
     partnerUrl,
     internalUrl,
     routes: transcoder.routes,
-    close: () => Promise.all([partner.close(), internal.close()]).then(() => undefined),
+    close: () => Promise.all([partner?.close(), internal.close()]).then(() => undefined),
   };
 }

@@ -18,6 +18,8 @@ import type { SecretBox } from "./platform/crypto/secret-box.ts";
 import type { ChangeFeed } from "./platform/db/change-feed.ts";
 import type { Orm } from "./platform/db/orm.ts";
 import type { Logger } from "./platform/logger.ts";
+import { createMetrics } from "./platform/metrics.ts";
+import { registerDatabaseGauges } from "./platform/metrics-gauges.ts";
 import { createRateLimiter } from "./ratelimit/rate-limiter.ts";
 import { createSandboxFixtures } from "./sandbox/fixtures.ts";
 import { createSandboxService } from "./sandbox/sandbox.service.ts";
@@ -80,6 +82,8 @@ export function createServices(deps: ServiceDeps) {
     clock,
     counterpartyKey: deriveKey(deps.masterKey, "counterparty-hash"),
   });
+  const metrics = createMetrics();
+  registerDatabaseGauges(metrics, orm, clock);
   const instruments = createPaymentInstrumentStore({ orm, box, now: () => clock.now() });
   // Production pays through the HTTP provider when it is configured; sandbox always through the simulator.
   const paystack = config.paymentProvider
@@ -93,9 +97,10 @@ export function createServices(deps: ServiceDeps) {
     providers: paystack ? { sandbox: sandboxProvider, production: paystack } : { sandbox: sandboxProvider },
     instruments,
     logger,
+    metrics,
   });
   const standing = createStandingService({ orm, clock, outbox });
-  const repayments = createRepaymentService({ orm, clock, boss, outbox, ledger, disbursements });
+  const repayments = createRepaymentService({ orm, clock, boss, outbox, ledger, disbursements, metrics });
   return {
     ledger,
     instruments,
@@ -132,6 +137,7 @@ export function createServices(deps: ServiceDeps) {
     sender,
     webhooks: createWebhookService({ orm, clock, box, outbox, destinations }),
     deliveries: createDeliveriesService({ orm, clock }),
+    metrics,
     deliveryWorker: createDeliveryWorker({
       orm,
       clock,
@@ -139,6 +145,11 @@ export function createServices(deps: ServiceDeps) {
       sender,
       outbox,
       logger,
+      onAttempt: (a) => {
+        metrics.webhookAttempts.inc({ outcome: a.outcome });
+        metrics.webhookLatency.observe({ outcome: a.outcome }, a.latencyMs / 1000);
+        if (a.firstAttempt) metrics.webhookFirstAttemptDelay.observe({}, a.sinceCreatedMs / 1000);
+      },
       // A claim outlives the longest attempt, so a live worker never loses a delivery to another.
       leaseMs: config.webhooks.timeoutMs + 5_000,
       sweepGraceMs: 5_000,

@@ -11,6 +11,7 @@ import { ApiError, validationFailed } from "../platform/errors.ts";
 import { failpoint } from "../platform/failpoints.ts";
 import { isId, newId } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
+import type { Metrics } from "../platform/metrics.ts";
 import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
 import { feeKobo } from "./fee.ts";
@@ -76,6 +77,7 @@ export function createDisbursementService(o: {
   providers: Partial<Record<Environment, PaymentProvider>>;
   instruments: PaymentInstrumentStore;
   logger: Logger;
+  metrics?: Metrics;
 }) {
   const { orm, clock, boss, outbox } = o;
 
@@ -300,7 +302,8 @@ export function createDisbursementService(o: {
      * cancelled; no event (CONTRACT.md §6).
      */
     async settlePayout(id: string, outcome: TransferOutcome): Promise<DisbursementRow["status"]> {
-      return orm.em.fork().transactional(async (tx) => {
+      let changed: { environment: string; outcome: string } | undefined;
+      const status = await orm.em.fork().transactional(async (tx) => {
         const now = clock.now();
         const [current] = await sql<DisbursementRow>(
           tx,
@@ -316,6 +319,7 @@ export function createDisbursementService(o: {
             [id, outcome.reason, now],
           );
           await cancelSchedule(tx, id);
+          changed = { environment: current.environment, outcome: "failed" };
           return "FAILED";
         }
         if (current.status === "DELIVERED" && outcome.status === "REVERSED") {
@@ -329,6 +333,7 @@ export function createDisbursementService(o: {
             ["FEE_REVERSED", BigInt(current.fee_kobo)],
           ]);
           await cancelSchedule(tx, id);
+          changed = { environment: current.environment, outcome: "reversed" };
           return "REVERSED";
         }
         if (current.status !== "PROCESSING" || outcome.status !== "SUCCESS") return current.status;
@@ -355,8 +360,12 @@ export function createDisbursementService(o: {
             deliveredAt: now.toISOString(),
           },
         });
+        changed = { environment: current.environment, outcome: "delivered" };
         return "DELIVERED";
       });
+      // Counted once the change is committed, by the process that made it.
+      if (changed) o.metrics?.payouts.inc(changed);
+      return status;
     },
 
     /** A disbursement of the environment, for the provider's webhook (which names it by our reference). */

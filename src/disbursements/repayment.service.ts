@@ -6,6 +6,7 @@ import { ms } from "../platform/clock.ts";
 import type { Orm } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { validationFailed } from "../platform/errors.ts";
+import type { Metrics } from "../platform/metrics.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
 import type { DisbursementService } from "./disbursement.service.ts";
 import type { DebitOutcome } from "./provider.ts";
@@ -56,6 +57,7 @@ export function createRepaymentService(o: {
   outbox: Outbox;
   ledger: LedgerService;
   disbursements: DisbursementService;
+  metrics?: Metrics;
 }) {
   const { orm, clock, outbox } = o;
   return {
@@ -110,100 +112,107 @@ export function createRepaymentService(o: {
      * after the third. PENDING leaves it to be asked again (or settled by the webhook).
      */
     async settleDebit(reference: string, outcome: DebitOutcome): Promise<RepaymentRow["status"] | "NOT_DUE"> {
-      return orm.em.fork().transactional(async (tx) => {
-        const at = clock.now();
-        const [claimed] = await sql<
-          RepaymentRow & { partner_id: string; environment: "sandbox" | "production"; user_id: string }
-        >(
-          tx,
-          `select i.id, i.disbursement_id, to_char(i.due_date, 'YYYY-MM-DD') as due_date, i.amount_kobo::text, i.status,
+      let changed: { environment: string; outcome: string } | undefined;
+      const status = await orm.em
+        .fork()
+        .transactional(async (tx): Promise<RepaymentRow["status"] | "NOT_DUE"> => {
+          const at = clock.now();
+          const [claimed] = await sql<
+            RepaymentRow & { partner_id: string; environment: "sandbox" | "production"; user_id: string }
+          >(
+            tx,
+            `select i.id, i.disbursement_id, to_char(i.due_date, 'YYYY-MM-DD') as due_date, i.amount_kobo::text, i.status,
                   i.attempts, d.partner_id, d.environment, d.user_id
              from installments i join disbursements d on d.id = i.disbursement_id
             where i.pending_reference = $1 for update of i`,
-          [reference],
-        );
-        if (!claimed) return "NOT_DUE";
-        if (outcome.status === "PENDING") {
-          await sql(tx, "update installments set next_attempt_at = $2 where id = $1", [
-            claimed.id,
-            new Date(at.getTime() + repaymentSchedule.pendingRecheckMs),
-          ]);
-          return "SCHEDULED";
-        }
-        const payload = {
-          repaymentId: claimed.id,
-          disbursementId: claimed.disbursement_id,
-          userId: claimed.user_id,
-          amountKobo: claimed.amount_kobo,
-          dueDate: claimed.due_date,
-          attempt: claimed.attempts,
-        };
-        if (outcome.status === "SUCCESS") {
-          await sql(
-            tx,
-            `update installments set status = 'COLLECTED', collected_at = $2, next_attempt_at = null, pending_reference = null
-              where id = $1`,
-            [claimed.id, at],
+            [reference],
           );
-          await o.ledger.ingest(
-            [
-              {
-                id: `repayment:${claimed.id}`,
-                userId: claimed.user_id,
-                amountKobo: BigInt(claimed.amount_kobo),
-                direction: "OUT",
-                counterpartyId: `lender:${claimed.partner_id}`,
-                channel: "other",
-                occurredAt: at,
-              },
-            ],
-            tx,
-          );
-          await sql(
-            tx,
-            `insert into book_entries (partner_id, environment, disbursement_id, installment_id, kind, amount_kobo, booked_at)
-             values ($1, $2, $3, $4, 'REPAYMENT_IN', $5, $6)`,
-            [
-              claimed.partner_id,
-              claimed.environment,
-              claimed.disbursement_id,
+          if (!claimed) return "NOT_DUE";
+          if (outcome.status === "PENDING") {
+            await sql(tx, "update installments set next_attempt_at = $2 where id = $1", [
               claimed.id,
-              claimed.amount_kobo,
+              new Date(at.getTime() + repaymentSchedule.pendingRecheckMs),
+            ]);
+            return "SCHEDULED";
+          }
+          const payload = {
+            repaymentId: claimed.id,
+            disbursementId: claimed.disbursement_id,
+            userId: claimed.user_id,
+            amountKobo: claimed.amount_kobo,
+            dueDate: claimed.due_date,
+            attempt: claimed.attempts,
+          };
+          if (outcome.status === "SUCCESS") {
+            await sql(
+              tx,
+              `update installments set status = 'COLLECTED', collected_at = $2, next_attempt_at = null, pending_reference = null
+              where id = $1`,
+              [claimed.id, at],
+            );
+            await o.ledger.ingest(
+              [
+                {
+                  id: `repayment:${claimed.id}`,
+                  userId: claimed.user_id,
+                  amountKobo: BigInt(claimed.amount_kobo),
+                  direction: "OUT",
+                  counterpartyId: `lender:${claimed.partner_id}`,
+                  channel: "other",
+                  occurredAt: at,
+                },
+              ],
+              tx,
+            );
+            await sql(
+              tx,
+              `insert into book_entries (partner_id, environment, disbursement_id, installment_id, kind, amount_kobo, booked_at)
+             values ($1, $2, $3, $4, 'REPAYMENT_IN', $5, $6)`,
+              [
+                claimed.partner_id,
+                claimed.environment,
+                claimed.disbursement_id,
+                claimed.id,
+                claimed.amount_kobo,
+                at,
+              ],
+            );
+            await outbox.raise(tx, {
+              partnerId: claimed.partner_id,
+              environment: claimed.environment,
+              type: "REPAYMENT_COLLECTED",
+              payload: { ...payload, collectedAt: at.toISOString() },
+            });
+            changed = { environment: claimed.environment, outcome: "collected" };
+            return "COLLECTED";
+          }
+          const willRetry = claimed.attempts <= repaymentSchedule.retries;
+          await sql(
+            tx,
+            `update installments set last_failure = $2, pending_reference = null,
+                  status = case when $3 then 'SCHEDULED' else 'FAILED' end,
+                  next_attempt_at = case when $3 then $4::timestamptz else null end,
+                  failed_at = case when $3 then null else $5::timestamptz end
+            where id = $1`,
+            [
+              claimed.id,
+              outcome.reason,
+              willRetry,
+              new Date(at.getTime() + repaymentSchedule.retryEveryMs),
               at,
             ],
           );
           await outbox.raise(tx, {
             partnerId: claimed.partner_id,
             environment: claimed.environment,
-            type: "REPAYMENT_COLLECTED",
-            payload: { ...payload, collectedAt: at.toISOString() },
+            type: "REPAYMENT_FAILED",
+            payload: { ...payload, failureCode: outcome.reason, willRetry, failedAt: at.toISOString() },
           });
-          return "COLLECTED";
-        }
-        const willRetry = claimed.attempts <= repaymentSchedule.retries;
-        await sql(
-          tx,
-          `update installments set last_failure = $2, pending_reference = null,
-                  status = case when $3 then 'SCHEDULED' else 'FAILED' end,
-                  next_attempt_at = case when $3 then $4::timestamptz else null end,
-                  failed_at = case when $3 then null else $5::timestamptz end
-            where id = $1`,
-          [
-            claimed.id,
-            outcome.reason,
-            willRetry,
-            new Date(at.getTime() + repaymentSchedule.retryEveryMs),
-            at,
-          ],
-        );
-        await outbox.raise(tx, {
-          partnerId: claimed.partner_id,
-          environment: claimed.environment,
-          type: "REPAYMENT_FAILED",
-          payload: { ...payload, failureCode: outcome.reason, willRetry, failedAt: at.toISOString() },
+          changed = { environment: claimed.environment, outcome: willRetry ? "retrying" : "failed" };
+          return willRetry ? "SCHEDULED" : "FAILED";
         });
-        return willRetry ? "SCHEDULED" : "FAILED";
-      });
+      if (changed) o.metrics?.debits.inc(changed);
+      return status;
     },
 
     /** The debit in flight under a provider reference, in an environment (for the provider's webhook). */

@@ -21,7 +21,13 @@ export interface DeliveryWorkerOptions {
   /** How overdue a delivery must be before the sweeper re-queues it. */
   sweepGraceMs: number;
   /** Called once per attempt with the event-to-attempt delay (first attempts only) and the outcome. */
-  onAttempt?: (a: { firstAttempt: boolean; sinceCreatedMs: number; ok: boolean; latencyMs: number }) => void;
+  onAttempt?: (a: {
+    firstAttempt: boolean;
+    sinceCreatedMs: number;
+    ok: boolean;
+    latencyMs: number;
+    outcome: "delivered" | "retrying" | "given_up";
+  }) => void;
 }
 
 interface Claimed {
@@ -194,6 +200,7 @@ export function createDeliveryWorker(o: DeliveryWorkerOptions) {
           })),
       );
     });
+    return rows;
   };
 
   return {
@@ -205,13 +212,14 @@ export function createDeliveryWorker(o: DeliveryWorkerOptions) {
       const live = claimed.filter((d) => d.webhook_status === "ACTIVE" && !d.deleted_at);
       const abandoned = claimed.filter((d) => !live.includes(d));
       const outcomes = await Promise.all(live.map((d) => attempt(d, now)));
-      await record(outcomes, abandoned);
-      for (const { delivery, result } of outcomes) {
+      const recorded = await record(outcomes, abandoned);
+      for (const { d: delivery, r: result, status } of recorded) {
         o.onAttempt?.({
           firstAttempt: delivery.attempts === 0,
           sinceCreatedMs: now.getTime() - delivery.created_at.getTime(),
           ok: result.ok,
           latencyMs: result.latencyMs,
+          outcome: status === "DELIVERED" ? "delivered" : status === "FAILED" ? "retrying" : "given_up",
         });
       }
       return outcomes.length;

@@ -65,6 +65,9 @@ const jsonWrite = { alwaysEmitImplicit: true } as const;
 
 const EMPTY = Buffer.alloc(0);
 
+/** Where the REST face leaves the matched route template on the request, for metrics. */
+export const kRouteLabel = Symbol("routeLabel");
+
 /** Reads the body up to a limit; rejects with `payload_too_large` beyond it. */
 export async function readBody(req: AnyRequest, limit: number): Promise<Buffer> {
   // HTTP/1.1 without Content-Length or Transfer-Encoding has no body; HTTP/2 may stream one without either.
@@ -336,7 +339,10 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
       for (const route of routes) {
         const vars = route.template.match(url.pathname);
         if (!vars) continue;
-        if (route.binding.verb === req.method) return invoke(req, res, route, requestId, url, vars);
+        if (route.binding.verb === req.method) {
+          (req as unknown as Record<symbol, string>)[kRouteLabel] = route.binding.template;
+          return invoke(req, res, route, requestId, url, vars);
+        }
         allowed.push(route.binding.verb);
       }
       // Drain what the client sent so the connection can be reused.

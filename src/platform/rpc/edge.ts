@@ -6,6 +6,7 @@ import type { RateDecision, RateLimiter } from "../../ratelimit/rate-limiter.ts"
 import { constantTimeEqualStrings } from "../crypto/tokens.ts";
 import { ApiError } from "../errors.ts";
 import { rateClassOf, restBindings } from "../http/rules.ts";
+import type { Metrics } from "../metrics.ts";
 import { callerOf, kCaller, kReplay, kTx } from "./context.ts";
 
 /** One call as the edge sees it, whichever face (REST, Connect, gRPC-Web, gRPC) it came in on. */
@@ -60,10 +61,11 @@ export interface PartnerEdgeOptions {
   apiKeys: ApiKeyService;
   rateLimiter: RateLimiter;
   idempotency: IdempotencyService;
+  metrics?: Metrics;
 }
 
 /** The partner listener's edge: API key, per-key rate limit, then idempotency keys on POSTs. */
-export function createPartnerEdge({ apiKeys, rateLimiter, idempotency }: PartnerEdgeOptions): Edge {
+export function createPartnerEdge({ apiKeys, rateLimiter, idempotency, metrics }: PartnerEdgeOptions): Edge {
   return {
     async admit(call) {
       const caller = await apiKeys.authenticate(bearer(call.requestHeader));
@@ -73,6 +75,7 @@ export function createPartnerEdge({ apiKeys, rateLimiter, idempotency }: Partner
       const headers = rateLimitHeaders(cls, decision);
       for (const [k, v] of Object.entries(headers)) call.responseHeader.set(k, v);
       if (!decision.allowed) {
+        metrics?.rateLimitRejections.inc({ class: cls });
         throw new ApiError("rate_limited", undefined, {
           retryAfterSeconds: decision.retryAfterSeconds,
           headers,

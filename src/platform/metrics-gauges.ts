@@ -1,0 +1,88 @@
+import type { Clock } from "./clock.ts";
+import type { Orm } from "./db/orm.ts";
+import { sql } from "./db/sql.ts";
+import { BOSS_SCHEMA } from "./jobs/boss.ts";
+import type { Metrics } from "./metrics.ts";
+
+/**
+ * Gauges read from the database when scraped. They describe the shared state of the deployment, so every
+ * instance reports the same values: aggregate them with `max`, not `sum`.
+ */
+export function registerDatabaseGauges(metrics: Metrics, orm: Orm, clock: Clock): void {
+  const now = () => clock.now();
+  metrics.gauge(
+    "webhook_deliveries_due",
+    "Webhook deliveries waiting for an attempt whose time has come, by environment.",
+    async () =>
+      (
+        await sql<{ environment: string; n: string }>(
+          orm.em.fork(),
+          `select w.environment, count(*)::text as n from webhook_deliveries d join webhooks w on w.id = d.webhook_id
+            where d.status in ('PENDING', 'FAILED') and d.next_attempt_at <= $1 group by w.environment`,
+          [now()],
+        )
+      ).map((r) => ({ labels: { environment: r.environment }, value: Number(r.n) })),
+  );
+  metrics.gauge(
+    "webhook_deliveries_oldest_due_seconds",
+    "How long the most overdue webhook delivery has been waiting past its planned time (0 when none is).",
+    async () => {
+      const [row] = await sql<{ age: number | null }>(
+        orm.em.fork(),
+        `select extract(epoch from ($1::timestamptz - min(next_attempt_at)))::float8 as age
+           from webhook_deliveries where status in ('PENDING', 'FAILED') and next_attempt_at <= $1`,
+        [now()],
+      );
+      return [{ labels: {}, value: Math.max(0, row?.age ?? 0) }];
+    },
+  );
+  metrics.gauge("job_queue_depth", "Jobs ready to run and not yet taken, by queue.", async () =>
+    (
+      await sql<{ name: string; n: string }>(
+        orm.em.fork(),
+        `select name, count(*)::text as n from ${BOSS_SCHEMA}.job
+            where state in ('created', 'retry') and start_after <= now() group by name`,
+        [],
+      )
+    ).map((r) => ({ labels: { queue: r.name }, value: Number(r.n) })),
+  );
+  metrics.gauge(
+    "job_queue_oldest_seconds",
+    "Age of the oldest job ready to run and not yet taken, by queue.",
+    async () =>
+      (
+        await sql<{ name: string; age: number }>(
+          orm.em.fork(),
+          `select name, extract(epoch from (now() - min(start_after)))::float8 as age from ${BOSS_SCHEMA}.job
+            where state in ('created', 'retry') and start_after <= now() group by name`,
+          [],
+        )
+      ).map((r) => ({ labels: { queue: r.name }, value: Math.max(0, r.age) })),
+  );
+  metrics.gauge(
+    "payouts_in_flight",
+    "Disbursements not yet settled, by environment and status (PENDING, PROCESSING).",
+    async () =>
+      (
+        await sql<{ environment: string; status: string; n: string }>(
+          orm.em.fork(),
+          `select environment, status, count(*)::text as n from disbursements
+            where status in ('PENDING', 'PROCESSING') group by environment, status`,
+          [],
+        )
+      ).map((r) => ({ labels: { environment: r.environment, status: r.status }, value: Number(r.n) })),
+  );
+  metrics.gauge(
+    "debits_due",
+    "Repayment debits whose time has come and that are not settled, by environment.",
+    async () =>
+      (
+        await sql<{ environment: string; n: string }>(
+          orm.em.fork(),
+          `select d.environment, count(*)::text as n from installments i join disbursements d on d.id = i.disbursement_id
+            where i.status = 'SCHEDULED' and i.next_attempt_at <= $1 group by d.environment`,
+          [now()],
+        )
+      ).map((r) => ({ labels: { environment: r.environment }, value: Number(r.n) })),
+  );
+}

@@ -1,0 +1,187 @@
+/**
+ * Prometheus metrics in the text exposition format (version 0.0.4), without a client library: counters and
+ * histograms kept in memory per process, and gauges read when scraped. Label values are bounded by the
+ * callers (route templates, never raw URLs or ids).
+ */
+
+type Labels = Record<string, string>;
+
+const escapeLabel = (v: string) => v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
+const labelText = (labels: Labels) => {
+  const entries = Object.entries(labels);
+  return entries.length ? `{${entries.map(([k, v]) => `${k}="${escapeLabel(v)}"`).join(",")}}` : "";
+};
+const keyOf = (labels: Labels) =>
+  JSON.stringify(Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)));
+
+interface Metric {
+  render(): string | Promise<string>;
+}
+
+/** A monotonically increasing count. */
+export class Counter implements Metric {
+  readonly #values = new Map<string, { labels: Labels; value: number }>();
+  readonly name: string;
+  readonly help: string;
+  constructor(name: string, help: string) {
+    this.name = name;
+    this.help = help;
+  }
+  inc(labels: Labels = {}, by = 1): void {
+    const key = keyOf(labels);
+    const entry = this.#values.get(key);
+    if (entry) entry.value += by;
+    else this.#values.set(key, { labels, value: by });
+  }
+  /** The current value for these labels (tests and benchmarks read it). */
+  get(labels: Labels = {}): number {
+    return this.#values.get(keyOf(labels))?.value ?? 0;
+  }
+  render(): string {
+    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} counter`];
+    for (const { labels, value } of this.#values.values())
+      lines.push(`${this.name}${labelText(labels)} ${value}`);
+    return lines.join("\n");
+  }
+}
+
+/** Observations in cumulative buckets, with their sum and count. */
+export class Histogram implements Metric {
+  readonly #values = new Map<string, { labels: Labels; counts: number[]; sum: number; count: number }>();
+  readonly name: string;
+  readonly help: string;
+  readonly buckets: readonly number[];
+  constructor(name: string, help: string, buckets: readonly number[]) {
+    this.name = name;
+    this.help = help;
+    this.buckets = buckets;
+  }
+  observe(labels: Labels, value: number): void {
+    const key = keyOf(labels);
+    let entry = this.#values.get(key);
+    if (!entry) {
+      entry = { labels, counts: this.buckets.map(() => 0), sum: 0, count: 0 };
+      this.#values.set(key, entry);
+    }
+    for (let i = 0; i < this.buckets.length; i++) {
+      if (value <= (this.buckets[i] as number)) entry.counts[i] = (entry.counts[i] ?? 0) + 1;
+    }
+    entry.sum += value;
+    entry.count += 1;
+  }
+  render(): string {
+    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
+    for (const { labels, counts, sum, count } of this.#values.values()) {
+      this.buckets.forEach((le, i) => {
+        lines.push(`${this.name}_bucket${labelText({ ...labels, le: String(le) })} ${counts[i]}`);
+      });
+      lines.push(`${this.name}_bucket${labelText({ ...labels, le: "+Inf" })} ${count}`);
+      lines.push(`${this.name}_sum${labelText(labels)} ${sum}`);
+      lines.push(`${this.name}_count${labelText(labels)} ${count}`);
+    }
+    return lines.join("\n");
+  }
+}
+
+/** Values read when scraped (from the database, typically). */
+export class Gauge implements Metric {
+  readonly name: string;
+  readonly help: string;
+  readonly read: () => Promise<{ labels: Labels; value: number }[]>;
+  constructor(name: string, help: string, read: () => Promise<{ labels: Labels; value: number }[]>) {
+    this.name = name;
+    this.help = help;
+    this.read = read;
+  }
+  async render(): Promise<string> {
+    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} gauge`];
+    for (const { labels, value } of await this.read())
+      lines.push(`${this.name}${labelText(labels)} ${value}`);
+    return lines.join("\n");
+  }
+}
+
+/** Latency buckets, in seconds, from 1 ms to 30 s. */
+export const latencyBuckets = [
+  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+] as const;
+
+/** The service's metrics, one set per process. */
+export function createMetrics() {
+  const http = {
+    requests: new Counter(
+      "http_requests_total",
+      "Requests answered, by listener, face, route, method and status.",
+    ),
+    duration: new Histogram(
+      "http_request_duration_seconds",
+      "Time from the request's arrival to the end of its response, by listener, face and route.",
+      latencyBuckets,
+    ),
+  };
+  const rateLimitRejections = new Counter(
+    "rate_limit_rejections_total",
+    "Requests refused with 429 rate_limited, by class (read or write).",
+  );
+  const webhookAttempts = new Counter(
+    "webhook_delivery_attempts_total",
+    "Webhook delivery attempts by outcome: delivered, retrying (failed, another attempt planned), given_up.",
+  );
+  const webhookLatency = new Histogram(
+    "webhook_delivery_attempt_duration_seconds",
+    "Time a delivery attempt took, connection to response, by outcome.",
+    latencyBuckets,
+  );
+  const webhookFirstAttemptDelay = new Histogram(
+    "webhook_event_to_first_attempt_seconds",
+    "Time from an event's creation to the first attempt at delivering it.",
+    latencyBuckets,
+  );
+  const payouts = new Counter(
+    "payouts_total",
+    "Payout outcomes recorded by this process, by environment and outcome (delivered, failed, reversed).",
+  );
+  const debits = new Counter(
+    "debits_total",
+    "Repayment debit outcomes recorded by this process, by environment and outcome (collected, failed, retrying).",
+  );
+  const gauges: Gauge[] = [];
+  const all: Metric[] = [
+    http.requests,
+    http.duration,
+    rateLimitRejections,
+    webhookAttempts,
+    webhookLatency,
+    webhookFirstAttemptDelay,
+    payouts,
+    debits,
+  ];
+  return {
+    http,
+    rateLimitRejections,
+    webhookAttempts,
+    webhookLatency,
+    webhookFirstAttemptDelay,
+    payouts,
+    debits,
+    /** Adds a gauge read at scrape time. */
+    gauge(name: string, help: string, read: Gauge["read"]): void {
+      gauges.push(new Gauge(name, help, read));
+    },
+    /** The exposition text. A gauge that cannot be read is left out (and says so), the rest is served. */
+    async render(): Promise<string> {
+      const parts: string[] = [];
+      for (const m of [...all, ...gauges]) {
+        try {
+          parts.push(await m.render());
+        } catch (err) {
+          parts.push(`# ${(m as Gauge).name} unavailable: ${(err as Error).message.split("\n")[0]}`);
+        }
+      }
+      return `${parts.join("\n")}\n`;
+    },
+  };
+}
+
+/** What {@link createMetrics} returns. */
+export type Metrics = ReturnType<typeof createMetrics>;
