@@ -1,11 +1,54 @@
-// `npm run bench`: runs every benchmark in turn; each prints JSON lines with its figures and bars.
-import { spawnSync } from "node:child_process";
+// `npm run bench` / `npm run bench:all`: runs every benchmark in turn (each prints JSON lines with its figures
+// and bars), then prints one table of every figure against its bar. Exits 1 if a benchmark failed or a bar
+// was missed.
+import { spawn } from "node:child_process";
 import path from "node:path";
+import { createInterface } from "node:readline";
 
 const benches = ["keys", "webhooks", "snapshot", "disbursements"];
+const rows: Record<string, unknown>[] = [];
 let failed = false;
+
 for (const name of benches) {
-  const r = spawnSync(process.execPath, [path.join(import.meta.dirname, `${name}.ts`)], { stdio: "inherit" });
-  failed ||= r.status !== 0;
+  const child = spawn(process.execPath, [path.join(import.meta.dirname, `${name}.ts`)], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  createInterface({ input: child.stdout }).on("line", (line) => {
+    process.stdout.write(`${line}\n`);
+    try {
+      const row = JSON.parse(line) as Record<string, unknown>;
+      if (row.bar !== undefined) rows.push(row);
+    } catch {
+      // not a figure
+    }
+  });
+  const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+  if (code !== 0) {
+    failed = true;
+    rows.push({ bench: name, figure: `exited with ${code}`, bar: "runs", meets: false });
+  }
 }
+
+const META = new Set(["bench", "figure", "bar", "meets"]);
+const result = (row: Record<string, unknown>) =>
+  Object.entries(row)
+    .filter(([k, v]) => !META.has(k) && (typeof v === "number" || typeof v === "string"))
+    .map(([k, v]) => `${k}=${v}`)
+    .join(" ");
+const table = rows.map((r) => [
+  String(r.bench ?? ""),
+  String(r.figure ?? ""),
+  result(r),
+  String(r.bar),
+  r.meets ? "yes" : "NO",
+]);
+const header = ["bench", "figure", "result", "bar", "meets"];
+const widths = header.map((h, i) =>
+  Math.min(70, Math.max(h.length, ...table.map((r) => (r[i] ?? "").length))),
+);
+const line = (cells: string[]) =>
+  cells.map((c, i) => c.slice(0, widths[i]).padEnd(widths[i] ?? 0)).join(" | ");
+console.log(`\n${line(header)}\n${widths.map((w) => "-".repeat(w)).join("-|-")}`);
+for (const r of table) console.log(line(r));
+failed ||= rows.some((r) => r.meets === false);
 process.exit(failed ? 1 : 0);
