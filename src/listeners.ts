@@ -59,38 +59,39 @@ const requestIdOf = (req: unknown) => (req as Tagged)[REQUEST_ID] ?? newId("req"
  * access-log line per request (debug level; no query strings, no headers, so no secrets or personal data).
  * A client's own X-Request-Id is never taken as ours; it is logged as `clientRequestId`.
  */
+const STARTED = Symbol("started");
+type Timed = { [STARTED]?: number };
+
 function withRequestId(handler: Handler, logger: Logger, listener: string, metrics: Metrics): Handler {
   const logRequests = logger.level === "debug";
+  // One shared listener, not a closure per request: this runs on every request.
+  function finished(this: AnyResponse & Timed & { req: AnyRequest }) {
+    const seconds = (performance.now() - (this[STARTED] ?? 0)) / 1000;
+    const req = this.req;
+    const url = req.url ?? "";
+    const q = url.indexOf("?");
+    const path = q === -1 ? url : url.slice(0, q);
+    const { face, route } = routeOf(req, path, this.statusCode);
+    metrics.http.record(listener, face, route, req.method ?? "", this.statusCode, seconds);
+    if (logRequests) {
+      const client = req.headers["x-request-id"];
+      logger.debug("request", {
+        listener,
+        requestId: requestIdOf(req),
+        clientRequestId: typeof client === "string" ? client.slice(0, 128) : undefined,
+        method: req.method,
+        path: path.slice(0, 256),
+        status: this.statusCode,
+        ms: Math.round(seconds * 10_000) / 10,
+      });
+    }
+  }
   return (req, res) => {
     const id = newId("req");
     (req as Tagged)[REQUEST_ID] = id;
     res.setHeader("x-request-id", id);
-    const started = performance.now();
-    res.once("finish", () => {
-      const seconds = (performance.now() - started) / 1000;
-      const path = (req.url ?? "").split("?")[0] ?? "";
-      const { face, route } = routeOf(req, path, res.statusCode);
-      metrics.http.requests.inc({
-        listener,
-        face,
-        route,
-        method: req.method ?? "",
-        status: String(res.statusCode),
-      });
-      metrics.http.duration.observe({ listener, face, route }, seconds);
-      if (logRequests) {
-        const client = req.headers["x-request-id"];
-        logger.debug("request", {
-          listener,
-          requestId: id,
-          clientRequestId: typeof client === "string" ? client.slice(0, 128) : undefined,
-          method: req.method,
-          path: path.slice(0, 256),
-          status: res.statusCode,
-          ms: Math.round(seconds * 10_000) / 10,
-        });
-      }
-    });
+    (res as Timed)[STARTED] = performance.now();
+    res.once("finish", finished);
     handler(req, res);
   };
 }

@@ -11,8 +11,12 @@ const labelText = (labels: Labels) => {
   const entries = Object.entries(labels);
   return entries.length ? `{${entries.map(([k, v]) => `${k}="${escapeLabel(v)}"`).join(",")}}` : "";
 };
-const keyOf = (labels: Labels) =>
-  JSON.stringify(Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)));
+/** A series' key: its label values in the order given (each metric's callers pass its labels in one order). */
+const keyOf = (labels: Labels) => {
+  let key = "";
+  for (const k in labels) key += `${labels[k]}\u0001`;
+  return key;
+};
 
 interface Metric {
   render(): string | Promise<string>;
@@ -101,6 +105,74 @@ export class Gauge implements Metric {
   }
 }
 
+/**
+ * Requests: a count per listener, face, route, method and status, and a latency histogram per listener,
+ * face and route. Recorded on every request, so kept to two map lookups and no allocation once a series exists.
+ */
+export class HttpMetrics implements Metric {
+  readonly #counts = new Map<string, { labels: string; value: number }>();
+  readonly #latency = new Map<string, { labels: string; counts: Float64Array; sum: number; count: number }>();
+  readonly #buckets: readonly number[];
+  constructor(buckets: readonly number[]) {
+    this.#buckets = buckets;
+  }
+  record(
+    listener: string,
+    face: string,
+    route: string,
+    method: string,
+    status: number,
+    seconds: number,
+  ): void {
+    const series = `${listener}\u0001${face}\u0001${route}`;
+    const countKey = `${series}\u0001${method}\u0001${status}`;
+    const c = this.#counts.get(countKey);
+    if (c) c.value += 1;
+    else
+      this.#counts.set(countKey, {
+        labels: labelText({ listener, face, route, method, status: String(status) }),
+        value: 1,
+      });
+    let h = this.#latency.get(series);
+    if (!h) {
+      h = {
+        labels: labelText({ listener, face, route }),
+        counts: new Float64Array(this.#buckets.length),
+        sum: 0,
+        count: 0,
+      };
+      this.#latency.set(series, h);
+    }
+    const buckets = this.#buckets;
+    for (let i = buckets.length - 1; i >= 0 && seconds <= (buckets[i] as number); i--)
+      h.counts[i] = (h.counts[i] ?? 0) + 1;
+    h.sum += seconds;
+    h.count += 1;
+  }
+  render(): string {
+    const lines = [
+      "# HELP http_requests_total Requests answered, by listener, face, route, method and status.",
+      "# TYPE http_requests_total counter",
+    ];
+    for (const { labels, value } of this.#counts.values())
+      lines.push(`http_requests_total${labels} ${value}`);
+    lines.push(
+      "# HELP http_request_duration_seconds Time from the request's arrival to the end of its response, by listener, face and route.",
+      "# TYPE http_request_duration_seconds histogram",
+    );
+    for (const { labels, counts, sum, count } of this.#latency.values()) {
+      const inner = labels.slice(1, -1);
+      this.#buckets.forEach((le, i) => {
+        lines.push(`http_request_duration_seconds_bucket{${inner},le="${le}"} ${counts[i]}`);
+      });
+      lines.push(`http_request_duration_seconds_bucket{${inner},le="+Inf"} ${count}`);
+      lines.push(`http_request_duration_seconds_sum${labels} ${sum}`);
+      lines.push(`http_request_duration_seconds_count${labels} ${count}`);
+    }
+    return lines.join("\n");
+  }
+}
+
 /** Latency buckets, in seconds, from 1 ms to 30 s. */
 export const latencyBuckets = [
   0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
@@ -108,17 +180,8 @@ export const latencyBuckets = [
 
 /** The service's metrics, one set per process. */
 export function createMetrics() {
-  const http = {
-    requests: new Counter(
-      "http_requests_total",
-      "Requests answered, by listener, face, route, method and status.",
-    ),
-    duration: new Histogram(
-      "http_request_duration_seconds",
-      "Time from the request's arrival to the end of its response, by listener, face and route.",
-      latencyBuckets,
-    ),
-  };
+  const http = new HttpMetrics(latencyBuckets);
+
   const rateLimitRejections = new Counter(
     "rate_limit_rejections_total",
     "Requests refused with 429 rate_limited, by class (read or write).",
@@ -147,8 +210,7 @@ export function createMetrics() {
   );
   const gauges: Gauge[] = [];
   const all: Metric[] = [
-    http.requests,
-    http.duration,
+    http,
     rateLimitRejections,
     webhookAttempts,
     webhookLatency,

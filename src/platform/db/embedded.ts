@@ -22,6 +22,8 @@ export interface EmbeddedOptions {
   /** Database to create and connect to. */
   database: string;
   logger: Logger;
+  /** A fixed port (a restart that must keep its address); a free one when unset. */
+  port?: number;
 }
 
 interface EmbeddedState {
@@ -144,7 +146,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     await fs.writeFile(stateFile, JSON.stringify(state), { mode: 0o600 });
   }
 
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir: clusterDir,

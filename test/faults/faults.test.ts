@@ -1,0 +1,279 @@
+import { randomBytes } from "node:crypto";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ApiKeyService } from "../../gen/internal/v1/api_keys_pb.ts";
+import { PartnerService } from "../../gen/internal/v1/partners_pb.ts";
+import { ConsentAdminService, UserService } from "../../gen/internal/v1/users_pb.ts";
+import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from "../../src/platform/db/embedded.ts";
+import { createLogger } from "../../src/platform/logger.ts";
+import { internalClient } from "../support/app.ts";
+import { type FakePaystack, startFakePaystack } from "../support/fake-paystack.ts";
+import { type ServiceProcess, startServiceProcess } from "../support/process.ts";
+import { startReceiver, type TestReceiver } from "../support/receiver.ts";
+import { eventually } from "../support/wait.ts";
+
+// Two api and two worker processes on one PostgreSQL of their own, under steady load; a worker and an api
+// process killed with SIGKILL mid-run; PostgreSQL stopped and started again mid-run. Then: every event
+// delivered, no payout made twice, no idempotent write applied twice, /readyz false while the database was
+// down and true after, and no 5xx once it was back.
+const logger = createLogger({ level: "silent" });
+const masterKey = randomBytes(32).toString("hex");
+const internalToken = `itk_${randomBytes(24).toString("base64url")}`;
+let dataDir: string;
+let port: number;
+let db: EmbeddedDatabase | undefined;
+let fake: FakePaystack;
+let receiver: TestReceiver;
+const processes: ServiceProcess[] = [];
+
+const startDb = async () => {
+  db = await startEmbeddedPostgres({ dataDir, database: "faults", logger, port });
+  return db;
+};
+const env = (role: string) => ({
+  ROLE: role,
+  DATABASE_URL: db?.url ?? "",
+  MASTER_KEY: masterKey,
+  INTERNAL_TOKEN: internalToken,
+  ALLOW_LOCAL_WEBHOOKS: "true",
+  PAYMENT_PROVIDER_URL: fake.url,
+  PAYMENT_PROVIDER_SECRET_KEY: fake.secretKey,
+  PAYMENT_PROVIDER_TIMEOUT_MS: "3000",
+  PAYOUT_RESUME_AFTER_MS: "3000",
+  WEBHOOK_SWEEP_INTERVAL_MS: "1000",
+  RATE_LIMIT_WRITE: "100000:100000",
+  RATE_LIMIT_READ: "100000:100000",
+  DB_POOL_SIZE: "5",
+  LOG_LEVEL: "warn",
+});
+const start = async (role: string) => {
+  const p = await startServiceProcess(env(role));
+  processes.push(p);
+  return p;
+};
+
+beforeAll(async () => {
+  dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "partner-api-faults-"));
+  port = await freePort();
+  await startDb();
+  fake = await startFakePaystack();
+  receiver = await startReceiver();
+}, 120_000);
+
+afterAll(async () => {
+  for (const p of processes)
+    if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGKILL");
+  await Promise.all(processes.map((p) => p.exited));
+  await receiver?.close();
+  await fake?.close();
+  await db?.stop().catch(() => undefined);
+  await fs.rm(dataDir, { recursive: true, force: true });
+}, 60_000);
+
+type Attempt = { at: number; status: number; api: string };
+
+describe("two api and two worker processes under load, through crashes and a database restart", () => {
+  it("deliver every event, pay nothing twice, apply no idempotent write twice, and answer no 5xx after recovery", async () => {
+    const api1 = await start("api"); // migrates first
+    const api2 = await start("api");
+    const worker1 = await start("worker");
+    await start("worker");
+    const internal = <S extends Parameters<typeof internalClient>[0]>(service: S) =>
+      internalClient(service, api1.internalUrl ?? "", internalToken);
+
+    // A partner with a live key, a webhook subscription, and users with consent and payment instruments.
+    const { partner } = await internal(PartnerService).createPartner({
+      name: "Fault Lending",
+      feeRateBps: 100,
+    });
+    const partnerId = partner?.id ?? "";
+    const { key } = await internal(ApiKeyService).issueApiKey({ partnerId, environment: "production" });
+    const hook = await fetch(`${api1.partnerUrl}/partner/v1/webhooks`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ url: receiver.url, events: ["DISBURSEMENT_DELIVERED"] }),
+    });
+    expect(hook.status).toBe(200);
+    const users: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const id = `usr_fault${i}${randomBytes(3).toString("hex")}`;
+      await internal(UserService).upsertUser({
+        id,
+        phoneNumber: `+23481${String(10_000_000 + i * 7919 + Number.parseInt(randomBytes(2).toString("hex"), 16)).slice(0, 8)}`,
+        segment: "trader",
+        environment: "production",
+      });
+      await internal(UserService).setPaymentInstruments({
+        userId: id,
+        bankRecipientCode: `RCP_${i}`,
+        debitAuthorizationCode: `AUTH_${i}`,
+        debitEmail: `u${i}@example.com`,
+      });
+      await internal(ConsentAdminService).grantConsent({
+        userId: id,
+        partnerId,
+        scopes: ["standing"],
+        ledgerWindowDays: 30,
+      });
+      users.push(id);
+    }
+
+    // Steady load: each write has its own idempotency key and is retried with it until it gets an answer
+    // that is not a 5xx or a network error, on whichever api process is alive.
+    const apis = new Map([
+      ["api1", api1.partnerUrl ?? ""],
+      ["api2", api2.partnerUrl ?? ""],
+    ]);
+    const attempts: Attempt[] = [];
+    const results = new Map<string, { id: string; body: string }>();
+    const dueDate = new Date(Date.now() + 40 * 86_400_000).toISOString().slice(0, 10);
+    let n = 0;
+    let running = true;
+    const write = async (idemKey: string, user: string) => {
+      const body = JSON.stringify({
+        userId: user,
+        principalKobo: "1000000",
+        destination: "BANK",
+        reference: idemKey,
+        repaymentSchedule: { installments: [{ dueDate, amountKobo: "1100000" }] },
+        scheduleAcceptedAt: new Date().toISOString(),
+      });
+      for (let attempt = 0; ; attempt++) {
+        const names = [...apis.keys()];
+        const name = names[(n + attempt) % names.length] ?? "api1";
+        let status = 0;
+        let text = "";
+        try {
+          const res = await fetch(`${apis.get(name)}/partner/v1/disbursements`, {
+            method: "POST",
+            headers: {
+              authorization: `Bearer ${key}`,
+              "content-type": "application/json",
+              "idempotency-key": idemKey,
+            },
+            body,
+            signal: AbortSignal.timeout(5_000),
+          });
+          status = res.status;
+          text = await res.text();
+        } catch {
+          status = 0; // no answer: the process died or the connection was cut
+        }
+        attempts.push({ at: Date.now(), status, api: name });
+        if (status === 200) {
+          results.set(idemKey, { id: JSON.parse(text).id, body: text });
+          return;
+        }
+        if (status >= 400 && status < 500 && status !== 409 && status !== 429)
+          throw new Error(`${status} ${text}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    };
+    const inFlight: Promise<void>[] = [];
+    const load = (async () => {
+      while (running) {
+        const idemKey = `fault-${n}`;
+        inFlight.push(write(idemKey, users[n % users.length] ?? ""));
+        n++;
+        await new Promise((r) => setTimeout(r, 40));
+      }
+    })();
+    const readyz = async (url: string) =>
+      fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2_000) })
+        .then((r) => r.status)
+        .catch(() => 0);
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+    await sleep(2_000);
+    worker1.child.kill("SIGKILL");
+    await sleep(1_500);
+    api2.child.kill("SIGKILL");
+    apis.delete("api2");
+    await sleep(1_500);
+
+    await db?.stop();
+    const notReady = await eventually(
+      async () => ((await readyz(api1.partnerUrl ?? "")) === 503 ? true : undefined),
+      {
+        timeoutMs: 10_000,
+        what: "/readyz 503 while the database is down",
+      },
+    );
+    expect(notReady).toBe(true);
+    await sleep(2_000);
+    await startDb();
+    await eventually(async () => ((await readyz(api1.partnerUrl ?? "")) === 200 ? true : undefined), {
+      timeoutMs: 30_000,
+      what: "/readyz 200 once the database is back",
+    });
+    const backAt = Date.now();
+    // A moment for pools to replace connections the restart broke: requests after it must not fail.
+    await sleep(3_000);
+    const steadyFrom = Date.now();
+    await sleep(3_000);
+    running = false;
+    await load;
+    await Promise.all(inFlight);
+
+    // Every write applied once: one disbursement per idempotency key, the same id whichever answer came.
+    const client = new pg.Client({ connectionString: db?.url });
+    await client.connect();
+    try {
+      const rows = (
+        await client.query<{ id: string; reference: string }>(
+          "select id, reference from disbursements where partner_id = $1",
+          [partnerId],
+        )
+      ).rows;
+      expect(rows.length).toBe(n);
+      expect(new Set(rows.map((r) => r.reference)).size).toBe(n);
+      for (const r of rows) expect(results.get(r.reference)?.id).toBe(r.id);
+
+      // Every payout delivered, each exactly once at the provider, never even attempted twice.
+      await eventually(
+        async () => {
+          const open = await client.query(
+            "select 1 from disbursements where partner_id = $1 and status <> 'DELIVERED'",
+            [partnerId],
+          );
+          return open.rowCount === 0;
+        },
+        { timeoutMs: 90_000, what: "every payout DELIVERED" },
+      );
+      for (const r of rows) expect(fake.transfers.has(r.id), r.id).toBe(true);
+      expect(fake.transfers.size).toBe(n);
+      expect(fake.calls.filter((c) => c === "POST /transfer").length).toBe(n);
+      const booked = await client.query(
+        "select disbursement_id from book_entries where partner_id = $1 and kind = 'PRINCIPAL_OUT'",
+        [partnerId],
+      );
+      expect(booked.rowCount).toBe(n);
+
+      // Every event delivered at least once.
+      const events = (
+        await client.query<{ id: string }>(
+          "select id from events where partner_id = $1 and type = 'DISBURSEMENT_DELIVERED'",
+          [partnerId],
+        )
+      ).rows.map((r) => r.id);
+      expect(events.length).toBe(n);
+      await eventually(
+        () => {
+          const got = new Set(receiver.received.map((r) => JSON.parse(r.body).id as string));
+          return events.every((id) => got.has(id));
+        },
+        { timeoutMs: 90_000, what: "every event delivered" },
+      );
+    } finally {
+      await client.end();
+    }
+
+    // No 5xx once the database was back and connections had been replaced.
+    const late5xx = attempts.filter((a) => a.at >= steadyFrom && (a.status >= 500 || a.status === 0));
+    expect(late5xx).toEqual([]);
+    expect(attempts.some((a) => a.at < backAt && a.status !== 200)).toBe(true); // the faults were felt
+  }, 300_000);
+});
