@@ -53,8 +53,48 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
       cause: err,
     });
   }
+  // The database is unreachable or restarting: the request may be retried (it ran in a transaction that
+  // did not commit), so say so instead of blaming ourselves with a 500.
+  if (isDatabaseUnavailable(err)) {
+    logger.warn("database unavailable", { err: (err as Error).message });
+    return new ApiError("unavailable", "The service cannot reach its database; retry shortly.", {
+      retryAfterSeconds: 1,
+      cause: err,
+    });
+  }
   logger.error("unhandled error", { err });
   return new ApiError("internal", undefined, { cause: err });
+}
+
+const UNAVAILABLE_SQLSTATES = new Set([
+  "57P01",
+  "57P02",
+  "57P03",
+  "08000",
+  "08001",
+  "08003",
+  "08004",
+  "08006",
+]);
+const UNAVAILABLE_NETWORK = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH"]);
+
+/** True for errors that mean the database could not be reached or went away mid-request. */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  for (
+    let e = err as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0;
+    e && depth < 5;
+    depth++
+  ) {
+    if (typeof e.code === "string" && (UNAVAILABLE_SQLSTATES.has(e.code) || UNAVAILABLE_NETWORK.has(e.code)))
+      return true;
+    if (
+      typeof e.message === "string" &&
+      /Connection terminated|connection timeout|Client has encountered a connection error/i.test(e.message)
+    )
+      return true;
+    e = e.cause as typeof e;
+  }
+  return false;
 }
 
 /** The Connect/gRPC form of an ApiError: matching code, `ErrorInfo` detail, request id and headers. */
