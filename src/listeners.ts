@@ -32,8 +32,8 @@ import { type AnyResponse, writeJson, writeRestError } from "./platform/http/res
 import {
   type AnyRequest,
   createTranscoder,
-  kRouteLabel,
   readBody,
+  routeLabels,
   type ServiceBinding,
 } from "./platform/http/transcoder.ts";
 import { newId } from "./platform/ids.ts";
@@ -91,7 +91,7 @@ function withRequestId(handler: Handler, logger: Logger, listener: string, metri
     (req as Tagged)[REQUEST_ID] = id;
     res.setHeader("x-request-id", id);
     (res as Timed)[STARTED] = performance.now();
-    res.once("finish", finished);
+    res.on("finish", finished); // fires once; `on` avoids the wrapper `once` allocates
     handler(req, res);
   };
 }
@@ -109,7 +109,7 @@ const FIXED_PATHS = new Set([
 /** A bounded route label (a template, a procedure or a fixed path; never an id) and the face it came in on. */
 function routeOf(req: AnyRequest, path: string, status: number): { face: string; route: string } {
   const type = String(req.headers["content-type"] ?? "");
-  const rest = (req as unknown as Record<symbol, string | undefined>)[kRouteLabel];
+  const rest = routeLabels.get(req);
   if (rest) return { face: "rest", route: rest };
   if (path.startsWith("/partner/")) return { face: "rest", route: "unmatched" };
   if (path.startsWith("/consent/")) return { face: "page", route: "/consent/{token}" };
@@ -274,9 +274,11 @@ export async function startListeners(o: ListenerOptions) {
         handler: withRequestId(
           (req, res) => {
             const url = req.url ?? "/";
-            const pathOnly = url.split("?")[0];
-            if (pathOnly === docsPaths.openapi || pathOnly === docsPaths.reference)
-              return serveDocs(req, res, pathOnly, requestIdOf(req));
+            if (url.startsWith(docsPaths.openapi) || url.startsWith(docsPaths.reference)) {
+              const pathOnly = url.split("?")[0] ?? "";
+              if (pathOnly === docsPaths.openapi || pathOnly === docsPaths.reference)
+                return serveDocs(req, res, pathOnly, requestIdOf(req));
+            }
             if (url.startsWith("/partner/")) return void transcoder.handle(req, res, requestIdOf(req));
             if (url.startsWith("/consent/"))
               return void services.consentPages.handle(req, res, requestIdOf(req));

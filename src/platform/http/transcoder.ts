@@ -65,8 +65,11 @@ const jsonWrite = { alwaysEmitImplicit: true } as const;
 
 const EMPTY = Buffer.alloc(0);
 
-/** Where the REST face leaves the matched route template on the request, for metrics. */
-export const kRouteLabel = Symbol("routeLabel");
+/**
+ * The route template the REST face matched, per request, for metrics. A WeakMap rather than a property, so
+ * Node's request objects keep the shape its own code is optimised for.
+ */
+export const routeLabels = new WeakMap<object, string>();
 
 /** Reads the body up to a limit; rejects with `payload_too_large` beyond it. */
 export async function readBody(req: AnyRequest, limit: number): Promise<Buffer> {
@@ -340,7 +343,7 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
         const vars = route.template.match(url.pathname);
         if (!vars) continue;
         if (route.binding.verb === req.method) {
-          (req as unknown as Record<symbol, string>)[kRouteLabel] = route.binding.template;
+          routeLabels.set(req, route.binding.template);
           return invoke(req, res, route, requestId, url, vars);
         }
         allowed.push(route.binding.verb);
