@@ -226,6 +226,17 @@ function serveDocs(req: AnyRequest, res: AnyResponse, pathOnly: string, requestI
   res.end(req.method === "HEAD" ? "" : body);
 }
 
+/** `/healthz` (the process is up) and `/readyz` (its database answers); false when the URL is neither. */
+function serveHealth(url: string, res: AnyResponse, ready: () => Promise<boolean>): boolean {
+  if (url === "/healthz") {
+    writeJson(res, 200, { status: "ok" });
+    return true;
+  }
+  if (url !== "/readyz") return false;
+  void ready().then((ok) => writeJson(res, ok ? 200 : 503, { status: ok ? "ready" : "unavailable" }));
+  return true;
+}
+
 /** `/metrics` (Prometheus text) on the internal listener, behind the service token like the internal API. */
 async function serveMetrics(
   req: AnyRequest,
@@ -290,12 +301,7 @@ export async function startListeners(o: ListenerOptions) {
                 requestIdOf(req),
                 logger,
               );
-            if (url === "/healthz") return writeJson(res, 200, { status: "ok" });
-            if (url === "/readyz") {
-              return void o
-                .ready()
-                .then((ok) => writeJson(res, ok ? 200 : 503, { status: ok ? "ready" : "unavailable" }));
-            }
+            if (serveHealth(url, res, o.ready)) return;
             partnerConnect(req as never, res as never);
           },
           logger,
@@ -333,12 +339,7 @@ export async function startListeners(o: ListenerOptions) {
         (req, res) => {
           if ((req.url ?? "").split("?")[0] === "/metrics")
             return void serveMetrics(req, res, services.metrics, o.internalToken);
-          if (req.url === "/healthz") return writeJson(res, 200, { status: "ok" });
-          if (req.url === "/readyz") {
-            return void o
-              .ready()
-              .then((ok) => writeJson(res, ok ? 200 : 503, { status: ok ? "ready" : "unavailable" }));
-          }
+          if (serveHealth(req.url ?? "", res, o.ready)) return;
           internalConnect(req as never, res as never);
         },
         logger,

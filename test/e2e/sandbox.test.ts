@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { scopes } from "../../src/consent/scopes.ts";
 import { sql } from "../../src/platform/db/sql.ts";
 import { fixtureUsers } from "../../src/sandbox/fixtures.ts";
 import { createSnapshotVerifier } from "../../src/sdk/snapshots.ts";
@@ -36,15 +37,7 @@ const events = async (type: string, text: string) =>
       [p.partnerId, type, `%${text}%`],
     )
   ).length;
-const allScopes = [
-  "standing",
-  "signals.standing",
-  "signals.work",
-  "signals.cashflow",
-  "ledger",
-  "kyc",
-  "repayment_history",
-];
+const allScopes = [...scopes];
 
 /** A consent for a fixture user, the way a partner gets one: a consent link, accepted by the sandbox helper. */
 async function consentTo(phoneNumber: string, scopes = allScopes) {
