@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import path from "node:path";
 import { createInterface } from "node:readline";
 
-const benches = ["keys", "webhooks", "snapshot", "disbursements"];
+const benches = ["keys", "webhooks", "snapshot", "disbursements", "scaleout"];
 const rows: Record<string, unknown>[] = [];
 let failed = false;
 

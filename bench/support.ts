@@ -135,13 +135,20 @@ export async function load(
  * Returns latency percentiles of the responses.
  */
 export async function paced(
-  base: string,
+  base: string | string[],
   nextPath: () => string,
-  options: { rate: number; seconds: number; headers?: Record<string, string> },
+  options: {
+    rate: number;
+    seconds: number;
+    headers?: Record<string, string>;
+    method?: string;
+    body?: (i: number) => { body: string; headers: Record<string, string> };
+  },
 ): Promise<{ sent: number; p50Ms: number; p99Ms: number; non2xx: number; errors: number }> {
   const http = await import("node:http");
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-  const url = new URL(base);
+  // Several instances: requests go to each in turn.
+  const urls = (Array.isArray(base) ? base : [base]).map((b) => new URL(b));
   const latencies: number[] = [];
   let non2xx = 0;
   let errors = 0;
@@ -155,8 +162,17 @@ export async function paced(
     inflight.push(
       new Promise<void>((resolve) => {
         const t0 = performance.now();
+        const url = urls[i % urls.length] as URL;
+        const extra = options.body?.(i);
         const req = http.request(
-          { host: url.hostname, port: url.port, path: nextPath(), agent, headers: options.headers },
+          {
+            host: url.hostname,
+            port: url.port,
+            path: nextPath(),
+            method: options.method ?? "GET",
+            agent,
+            headers: { ...options.headers, ...extra?.headers },
+          },
           (res) => {
             res.resume();
             res.on("end", () => {
@@ -170,7 +186,7 @@ export async function paced(
           errors++;
           resolve();
         });
-        req.end();
+        req.end(extra?.body);
       }),
     );
   }
