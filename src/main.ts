@@ -22,7 +22,11 @@ async function main(): Promise<void> {
     bindings: { service: "partner-api", role: config.role },
   });
   const runtime = await resolveRuntime(config, logger);
-  const app = await createApp({ config, logger, ...runtime });
+  // Fault tests only: this process's clock runs ahead (a worker that has reached a repayment's due date).
+  const offsetMs = Number(process.env.TEST_CLOCK_OFFSET_MS ?? 0);
+  if (offsetMs) logger.warn("the clock runs ahead (TEST_CLOCK_OFFSET_MS): tests only", { offsetMs });
+  const clock = offsetMs ? { now: () => new Date(Date.now() + offsetMs) } : undefined;
+  const app = await createApp({ config, logger, clock, ...runtime });
   logger.info("started", { partner: app.partnerUrl, internal: app.internalUrl });
 
   // Lets `npm run cli` find the internal API of a service started with `npm start`.

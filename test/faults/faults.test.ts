@@ -17,8 +17,8 @@ import { eventually } from "../support/wait.ts";
 
 // Two api and two worker processes on one PostgreSQL of their own, under steady load; a worker and an api
 // process killed with SIGKILL mid-run; PostgreSQL stopped and started again mid-run. Then: every event
-// delivered, no payout made twice, no idempotent write applied twice, /readyz false while the database was
-// down and true after, and no 5xx once it was back.
+// delivered, no payout or debit made twice, no idempotent write applied twice, /readyz false while the
+// database was down and true after, and no 5xx once it was back.
 const logger = createLogger({ level: "silent" });
 const masterKey = randomBytes(32).toString("hex");
 const internalToken = `itk_${randomBytes(24).toString("base64url")}`;
@@ -48,8 +48,12 @@ const env = (role: string) => ({
   RATE_LIMIT_READ: "100000:100000",
   DB_POOL_SIZE: "5",
 });
+// Workers run two days ahead, so the repayments due tomorrow are debited during the run.
 const start = async (role: string) => {
-  const p = await startServiceProcess(env(role));
+  const p = await startServiceProcess({
+    ...env(role),
+    TEST_CLOCK_OFFSET_MS: role === "worker" ? String(2 * 86_400_000) : "0",
+  });
   processes.push(p);
   return p;
 };
@@ -76,7 +80,7 @@ afterAll(async () => {
 type Attempt = { at: number; status: number; api: string };
 
 describe("two api and two worker processes under load, through crashes and a database restart", () => {
-  it("deliver every event, pay nothing twice, apply no idempotent write twice, and answer no 5xx after recovery", async () => {
+  it("deliver every event, pay and debit nothing twice, apply no idempotent write twice, and answer no 5xx after recovery", async () => {
     const api1 = await start("api"); // migrates first
     const api2 = await start("api");
     const worker1 = await start("worker");
@@ -129,7 +133,7 @@ describe("two api and two worker processes under load, through crashes and a dat
     ]);
     const attempts: Attempt[] = [];
     const results = new Map<string, { id: string; body: string }>();
-    const dueDate = new Date(Date.now() + 40 * 86_400_000).toISOString().slice(0, 10);
+    const dueDate = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10);
     let n = 0;
     let running = true;
     const write = async (idemKey: string, user: string) => {
@@ -249,6 +253,28 @@ describe("two api and two worker processes under load, through crashes and a dat
       );
       expect(booked.rowCount).toBe(n);
 
+      // Every repayment debited once: one charge per installment at the provider, booked once.
+      await eventually(
+        async () => {
+          const open = await client.query(
+            `select 1 from installments i join disbursements d on d.id = i.disbursement_id
+              where d.partner_id = $1 and i.status <> 'COLLECTED'`,
+            [partnerId],
+          );
+          return open.rowCount === 0;
+        },
+        { timeoutMs: 150_000, what: "every repayment COLLECTED" },
+      );
+      expect(fake.charges.size).toBe(n);
+      expect(fake.calls.filter((c) => c === "POST /transaction/charge_authorization").length).toBe(n);
+      const repaid = await client.query(
+        "select 1 from book_entries where partner_id = $1 and kind = 'REPAYMENT_IN'",
+        [partnerId],
+      );
+      expect(repaid.rowCount).toBe(n);
+      const ledger = await client.query("select 1 from ledger_entries where id like 'repayment:%'", []);
+      expect(ledger.rowCount).toBe(n);
+
       // Every event delivered at least once.
       const events = (
         await client.query<{ id: string }>(
@@ -284,5 +310,5 @@ describe("two api and two worker processes under load, through crashes and a dat
     expect(late5xx).toEqual([]);
     expect(attempts.filter((a) => a.status === 500)).toEqual([]);
     expect(attempts.some((a) => a.at < backAt && a.status !== 200)).toBe(true); // the faults were felt
-  }, 300_000);
+  }, 400_000);
 });
