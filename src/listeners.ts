@@ -1,5 +1,4 @@
 import { createContextValues } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.ts";
 import { ApiKeyService } from "../gen/internal/v1/api_keys_pb.ts";
 import { IngestService } from "../gen/internal/v1/ingest_pb.ts";
@@ -42,6 +41,7 @@ import type { Metrics } from "./platform/metrics.ts";
 import { kRequestId } from "./platform/rpc/context.ts";
 import { createInternalEdge, createPartnerEdge, type Edge, replayable } from "./platform/rpc/edge.ts";
 import { edgeInterceptor } from "./platform/rpc/interceptor.ts";
+import { connectAdapter } from "./platform/rpc/node-adapter.ts";
 import { createReflection } from "./platform/rpc/reflection.ts";
 import { createSandboxHandlers } from "./sandbox/sandbox.handlers.ts";
 import type { Services } from "./services.ts";
@@ -125,7 +125,7 @@ function routeOf(req: AnyRequest, path: string, status: number): { face: string;
 /** Connect, gRPC-Web and gRPC for a set of services, behind the edge (reflection stays public if listed). */
 function connectHandler(services: ServiceBinding[], edge: Edge, logger: Logger, publicServices: string[]) {
   const guarded = edgeInterceptor(edge, logger);
-  return connectNodeAdapter({
+  return connectAdapter({
     routes: (router) => {
       for (const { service, impl } of services) router.service(service, impl as never);
     },
@@ -138,6 +138,8 @@ function connectHandler(services: ServiceBinding[], edge: Edge, logger: Logger, 
     fallback: (req, res) => {
       writeRestError(res, new ApiError("not_found", `No route ${req.method} ${req.url}.`), requestIdOf(req));
     },
+    requestIdOf,
+    onError: (message, err) => logger.error(message, { err }),
   });
 }
 

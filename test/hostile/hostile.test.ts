@@ -376,3 +376,60 @@ describe("slow and abusive clients", () => {
     expect((await send("GET", "/partner/v1/keys", { key: a.sandboxKey })).status).toBe(200);
   });
 });
+
+describe("the Connect and gRPC faces", () => {
+  const procedure = "/partner.v1.WebhookService/CreateWebhook";
+
+  it("answer undecodable bodies with invalid_request and the contract's ErrorInfo, never internal", async () => {
+    for (const [raw, type] of [
+      ["{", "application/json"],
+      ['{"url": 5}', "application/json"],
+      ["\u0000\u0001\u00ff\u00ff", "application/proto"],
+      [Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f]), "application/proto"],
+    ] as const) {
+      const res = await fetch(`${t.partnerUrl}${procedure}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${a.sandboxKey}`, "content-type": type },
+        body: raw as BodyInit,
+      });
+      const text = await res.text();
+      expect(res.status, `${type} ${String(raw)}: ${text}`).toBe(400);
+      const body = JSON.parse(text);
+      expect(body.code).toBe("invalid_argument");
+      expect(body.details?.[0], text).toMatchObject({
+        type: "google.rpc.ErrorInfo",
+        debug: { reason: "invalid_request" },
+      });
+    }
+  });
+
+  it("gRPC: a frame that is not a message is status 3 (INVALID_ARGUMENT), not 13", async () => {
+    const http2 = await import("node:http2");
+    const session = http2.connect(t.partnerUrl);
+    try {
+      const garbage = Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f]);
+      const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, garbage.length]), garbage]);
+      const stream = session.request({
+        ":method": "POST",
+        ":path": procedure,
+        "content-type": "application/grpc",
+        te: "trailers",
+        authorization: `Bearer ${a.sandboxKey}`,
+      });
+      const trailers = await new Promise<Record<string, unknown>>((resolve, reject) => {
+        let headers: Record<string, unknown> = {};
+        stream.on("response", (h) => {
+          headers = h;
+        });
+        stream.on("trailers", (tr) => resolve(tr));
+        stream.on("end", () => resolve(headers));
+        stream.on("error", reject);
+        stream.resume();
+        stream.end(frame);
+      });
+      expect(trailers["grpc-status"]).toBe("3");
+    } finally {
+      session.close();
+    }
+  });
+});

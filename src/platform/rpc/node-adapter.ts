@@ -1,0 +1,129 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { ContextValues } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  type ConnectRouter,
+  type ConnectRouterOptions,
+  createConnectRouter,
+} from "@connectrpc/connect";
+import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import {
+  compressionBrotli,
+  compressionGzip,
+  universalRequestFromNodeRequest,
+  universalResponseToNodeResponse,
+} from "@connectrpc/connect-node";
+import { ApiError } from "../errors.ts";
+import { toConnectError } from "./errors.ts";
+
+type NodeRequest = IncomingMessage | Http2ServerRequest;
+type NodeResponse = ServerResponse | Http2ServerResponse;
+
+/** Options for {@link connectAdapter}. */
+export interface ConnectAdapterOptions extends ConnectRouterOptions {
+  routes(router: ConnectRouter): void;
+  contextValues(req: NodeRequest): ContextValues;
+  fallback(req: NodeRequest, res: NodeResponse): void;
+  /** The request id of a request, for errors written here. */
+  requestIdOf(req: NodeRequest): string;
+  onError(message: string, err: unknown): void;
+}
+
+const PARSE_ERROR = /^parse binary: /;
+
+/**
+ * `connectNodeAdapter`, with one correction: connect-es reports a request body that is not a valid binary
+ * protobuf message as `internal` (its parser is shared with clients, where that would be the server's
+ * fault). From a client it is the client's fault: it becomes `invalid_argument`, with the contract's
+ * `ErrorInfo` on Connect, and gRPC status 3 on gRPC.
+ */
+export function connectAdapter(options: ConnectAdapterOptions) {
+  options.acceptCompression ??= [compressionGzip, compressionBrotli];
+  const router = createConnectRouter(options);
+  options.routes(router);
+  const paths = new Map(router.handlers.map((h) => [h.requestPath, h]));
+  return (req: NodeRequest, res: NodeResponse): void => {
+    const url = req.url ?? "";
+    const q = url.indexOf("?");
+    const handler = paths.get(q === -1 ? url : url.slice(0, q));
+    if (!handler) {
+      options.fallback(req, res);
+      return;
+    }
+    const uReq = universalRequestFromNodeRequest(
+      req as never,
+      res as never,
+      undefined,
+      options.contextValues(req),
+    );
+    handler(uReq)
+      .then((uRes) => clientFault(uRes, options.requestIdOf(req)))
+      .then((uRes) => universalResponseToNodeResponse(uRes, res as never))
+      .catch((reason) => {
+        if (ConnectError.from(reason).code === Code.Aborted) return;
+        options.onError(`handler for ${handler.service.typeName}/${handler.method.name} failed`, reason);
+      });
+  };
+}
+
+async function clientFault(
+  uRes: UniversalServerResponse,
+  requestId: string,
+): Promise<UniversalServerResponse> {
+  // gRPC: the status travels in the trailers.
+  const status = uRes.trailer?.get("grpc-status");
+  if (
+    status === String(Code.Internal) &&
+    PARSE_ERROR.test(decodeURIComponent(uRes.trailer?.get("grpc-message") ?? ""))
+  ) {
+    uRes.trailer?.set("grpc-status", String(Code.InvalidArgument));
+    uRes.trailer?.set("grpc-message", encodeURIComponent("The request is not a valid protobuf message."));
+    return uRes;
+  }
+  // Connect: a unary error is a small JSON body with an HTTP status.
+  if (uRes.status < 400 || !uRes.body || !uRes.header?.get("content-type")?.startsWith("application/json"))
+    return uRes;
+  const chunks: Buffer[] = [];
+  for await (const chunk of uRes.body as AsyncIterable<Uint8Array | string>)
+    chunks.push(Buffer.from(chunk as Uint8Array));
+  const bytes = Buffer.concat(chunks);
+  let error: { code?: string; message?: string } = {};
+  try {
+    error = JSON.parse(bytes.toString("utf8"));
+  } catch {
+    // not an error body: leave it as it was
+  }
+  const parseFailure = error.code === "internal" && PARSE_ERROR.test(error.message ?? "");
+  // A JSON body connect-es could not decode: the same status, with the contract's ErrorInfo added.
+  const decodeFailure = error.code === "invalid_argument" && !("details" in error);
+  if (!parseFailure && !decodeFailure) {
+    return {
+      ...uRes,
+      body: (async function* () {
+        yield new Uint8Array(bytes);
+      })(),
+    };
+  }
+  const fixed = errorToJsonBytes(
+    toConnectError(
+      new ApiError(
+        "invalid_request",
+        parseFailure ? "The request is not a valid protobuf message." : error.message,
+      ),
+      requestId,
+      new Headers(),
+    ),
+    {},
+  );
+  uRes.header?.set("content-length", String(fixed.byteLength));
+  return {
+    ...uRes,
+    status: 400,
+    body: (async function* () {
+      yield fixed;
+    })(),
+  };
+}
