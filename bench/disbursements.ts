@@ -12,7 +12,7 @@ import path from "node:path";
 import pg from "pg";
 import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
 import { createLogger } from "../src/platform/logger.ts";
-import { internalCall, report, startService } from "./support.ts";
+import { internalCall, report, seedConsentedUsers, startService } from "./support.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 15);
 const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 3_000);
@@ -43,25 +43,7 @@ try {
     partnerId: partner.id,
     environment: "sandbox",
   });
-  for (let i = 0; i < USERS; i += 25) {
-    await Promise.all(
-      Array.from({ length: 25 }, async (_, j) => {
-        const id = `usr_bench${i + j}`;
-        await internalCall(service, "internal.v1.UserService/UpsertUser", {
-          id,
-          phoneNumber: `+23470${String(i + j).padStart(8, "0")}`,
-          segment: "trader",
-          environment: "sandbox",
-        });
-        await internalCall(service, "internal.v1.ConsentAdminService/GrantConsent", {
-          userId: id,
-          partnerId: partner.id,
-          scopes: ["standing"],
-          ledgerWindowDays: 30,
-        });
-      }),
-    );
-  }
+  await seedConsentedUsers(service, partner.id, USERS);
   const due = new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10);
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
   const url = new URL(service.partnerUrl);

@@ -15,9 +15,18 @@ import os from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import pg from "pg";
+import { scopes } from "../src/consent/scopes.ts";
 import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
 import { createLogger } from "../src/platform/logger.ts";
-import { type BenchService, internalCall, load, paced, report, startService } from "./support.ts";
+import {
+  type BenchService,
+  internalCall,
+  load,
+  paced,
+  report,
+  seedConsentedUsers,
+  startService,
+} from "./support.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 3_000);
@@ -110,15 +119,7 @@ try {
     await internalCall(api1, "internal.v1.ConsentAdminService/GrantConsent", {
       userId,
       partnerId: partner.id,
-      scopes: [
-        "standing",
-        "signals.standing",
-        "signals.work",
-        "signals.cashflow",
-        "ledger",
-        "kyc",
-        "repayment_history",
-      ],
+      scopes: [...scopes],
       ledgerWindowDays: 90,
       maxLedgerWindowDays: 365,
     });
@@ -145,25 +146,7 @@ try {
     await w.stop();
     services.splice(services.indexOf(w), 1);
   }
-  for (let i = 0; i < USERS; i += 25) {
-    await Promise.all(
-      Array.from({ length: 25 }, async (_, j) => {
-        const id = `usr_bench${i + j}`;
-        await internalCall(api1, "internal.v1.UserService/UpsertUser", {
-          id,
-          phoneNumber: `+23470${String(i + j).padStart(8, "0")}`,
-          segment: "trader",
-          environment: "sandbox",
-        });
-        await internalCall(api1, "internal.v1.ConsentAdminService/GrantConsent", {
-          userId: id,
-          partnerId: partner.id,
-          scopes: ["standing"],
-          ledgerWindowDays: 30,
-        });
-      }),
-    );
-  }
+  await seedConsentedUsers(api1, partner.id, USERS);
   const due = new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10);
   const createBody = (i: number) => {
     const text = JSON.stringify({

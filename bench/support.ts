@@ -197,3 +197,26 @@ export async function paced(
     Number((latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? 0).toFixed(2));
   return { sent: total, p50Ms: pct(0.5), p99Ms: pct(0.99), non2xx, errors };
 }
+
+/** Sandbox users `usr_bench0…` with a `standing` consent for the partner, made over the internal API. */
+export async function seedConsentedUsers(s: BenchService, partnerId: string, count: number): Promise<void> {
+  for (let i = 0; i < count; i += 25) {
+    await Promise.all(
+      Array.from({ length: Math.min(25, count - i) }, async (_, j) => {
+        const id = `usr_bench${i + j}`;
+        await internalCall(s, "internal.v1.UserService/UpsertUser", {
+          id,
+          phoneNumber: `+23470${String(i + j).padStart(8, "0")}`,
+          segment: "trader",
+          environment: "sandbox",
+        });
+        await internalCall(s, "internal.v1.ConsentAdminService/GrantConsent", {
+          userId: id,
+          partnerId,
+          scopes: ["standing"],
+          ledgerWindowDays: 30,
+        });
+      }),
+    );
+  }
+}
