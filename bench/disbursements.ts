@@ -12,7 +12,7 @@ import path from "node:path";
 import pg from "pg";
 import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
 import { createLogger } from "../src/platform/logger.ts";
-import { internalCall, report, seedConsentedUsers, startService } from "./support.ts";
+import { drainPayouts, internalCall, report, seedConsentedUsers, startService } from "./support.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 15);
 const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 3_000);
@@ -110,25 +110,8 @@ try {
   for (let i = 0; i < BACKLOG; i += 40)
     await Promise.all(Array.from({ length: Math.min(40, BACKLOG - i) }, createOne));
   const total = done.length + BACKLOG;
-  const delivered = async () =>
-    Number(
-      // This partner's only: the worker also seeds the sandbox fixture users' past loans.
-      (
-        await client.query(
-          "select count(*) from disbursements where status = 'DELIVERED' and partner_id = $1",
-          [partner.id],
-        )
-      ).rows[0].count,
-    );
   const worker = await startService({ ...shared, ROLE: "worker" });
-  const t0 = performance.now();
-  let last = await delivered();
-  const until = performance.now() + 180_000;
-  while (last < total && performance.now() < until) {
-    await new Promise((r) => setTimeout(r, 50));
-    last = await delivered();
-  }
-  const seconds = (performance.now() - t0) / 1000;
+  const { delivered: last, seconds } = await drainPayouts(client, partner.id, total);
   const rate = last / seconds;
   report({
     bench: "disbursements",

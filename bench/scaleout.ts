@@ -20,6 +20,7 @@ import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
 import { createLogger } from "../src/platform/logger.ts";
 import {
   type BenchService,
+  drainPayouts,
   internalCall,
   load,
   paced,
@@ -194,24 +195,8 @@ try {
     );
   }
   const total = c;
-  const delivered = async () =>
-    Number(
-      (
-        await client.query(
-          "select count(*) from disbursements where status = 'DELIVERED' and partner_id = $1",
-          [partner.id],
-        )
-      ).rows[0].count,
-    );
   await Promise.all([start("worker"), start("worker")]);
-  const t0 = performance.now();
-  let last = await delivered();
-  const until = performance.now() + 180_000;
-  while (last < total && performance.now() < until) {
-    await new Promise((res) => setTimeout(res, 50));
-    last = await delivered();
-  }
-  const seconds = (performance.now() - t0) / 1000;
+  const { delivered: last, seconds } = await drainPayouts(client, partner.id, total);
   report({
     bench: "scaleout",
     figure: "payouts delivered per second by two worker processes draining a backlog",

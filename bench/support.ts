@@ -220,3 +220,31 @@ export async function seedConsentedUsers(s: BenchService, partnerId: string, cou
     );
   }
 }
+
+/**
+ * Waits (up to 3 minutes) until `total` of the partner's disbursements are DELIVERED, counting from now;
+ * the partner's only, since workers also seed the sandbox fixture users' past loans.
+ */
+export async function drainPayouts(
+  client: { query(text: string, params: unknown[]): Promise<{ rows: { count: string }[] }> },
+  partnerId: string,
+  total: number,
+): Promise<{ delivered: number; seconds: number }> {
+  const delivered = async () =>
+    Number(
+      (
+        await client.query(
+          "select count(*) from disbursements where status = 'DELIVERED' and partner_id = $1",
+          [partnerId],
+        )
+      ).rows[0]?.count ?? 0,
+    );
+  const t0 = performance.now();
+  let last = await delivered();
+  const until = t0 + 180_000;
+  while (last < total && performance.now() < until) {
+    await new Promise((r) => setTimeout(r, 50));
+    last = await delivered();
+  }
+  return { delivered: last, seconds: (performance.now() - t0) / 1000 };
+}
