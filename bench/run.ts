@@ -5,13 +5,22 @@ import { spawn } from "node:child_process";
 import path from "node:path";
 import { createInterface } from "node:readline";
 
-const benches = ["keys", "webhooks", "snapshot", "disbursements", "scaleout"];
+// Each benchmark, and the scale-out runs: the webhook one with a second worker process on the same database.
+const benches: { name: string; file: string; env?: Record<string, string> }[] = [
+  { name: "keys", file: "keys" },
+  { name: "webhooks", file: "webhooks" },
+  { name: "snapshot", file: "snapshot" },
+  { name: "disbursements", file: "disbursements" },
+  { name: "scaleout", file: "scaleout" },
+  { name: "scaleout webhooks", file: "webhooks", env: { BENCH_INSTANCES: "2" } },
+];
 const rows: Record<string, unknown>[] = [];
 let failed = false;
 
-for (const name of benches) {
-  const child = spawn(process.execPath, [path.join(import.meta.dirname, `${name}.ts`)], {
+for (const { name, file, env } of benches) {
+  const child = spawn(process.execPath, [path.join(import.meta.dirname, `${file}.ts`)], {
     stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, ...env },
   });
   createInterface({ input: child.stdout }).on("line", (line) => {
     process.stdout.write(`${line}\n`);

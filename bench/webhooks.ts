@@ -35,13 +35,19 @@ await fs.chmod(dataDir, 0o755);
 const db = await startEmbeddedPostgres({ dataDir, database: "bench", logger });
 const masterKey = randomBytes(32).toString("hex");
 const internalToken = randomBytes(24).toString("base64url");
-const service = await startService({
+const env = {
   DATABASE_URL: db.url,
   MASTER_KEY: masterKey,
   INTERNAL_TOKEN: internalToken,
   ALLOW_LOCAL_WEBHOOKS: "true",
   DB_POOL_SIZE: "20",
-});
+};
+const service = await startService(env);
+// BENCH_INSTANCES=2 (bench:scaleout): more worker processes share the deliveries on the same database.
+const instances = Number(process.env.BENCH_INSTANCES ?? 1);
+const extraWorkers = [];
+for (let i = 1; i < instances; i++) extraWorkers.push(await startService({ ...env, ROLE: "worker" }));
+const label = instances > 1 ? ` (${instances} worker processes)` : "";
 
 // The receiver: answers 200 at once and notes when each delivery arrived.
 const arrivals = new Map<string, number[]>();
@@ -128,8 +134,8 @@ try {
   const p50 = percentile(latencies, 0.5);
   const p99 = percentile(latencies, 0.99);
   report({
-    bench: "webhooks",
-    figure: "event-to-first-attempt latency at 100 events/s x 10 subscriptions",
+    bench: instances > 1 ? "scaleout" : "webhooks",
+    figure: `event-to-first-attempt latency at 100 events/s x 10 subscriptions${label}`,
     deliveries: latencies.length,
     expected: total * subscriptions,
     p50Ms: Number(p50.toFixed(1)),
@@ -150,8 +156,8 @@ try {
   while (arrived < target && performance.now() < until) await new Promise((r) => setTimeout(r, 20));
   const perSecond = (arrived / Math.max(1, lastArrival - firstArrival)) * 1000;
   report({
-    bench: "webhooks",
-    figure: "sustained deliveries per second (backlog, receiver answering at once)",
+    bench: instances > 1 ? "scaleout" : "webhooks",
+    figure: `sustained deliveries per second (backlog, receiver answering at once)${label}`,
     deliveries: arrived,
     expected: target,
     raiseSeconds: Number((raisedIn / 1000).toFixed(1)),
@@ -165,6 +171,7 @@ try {
 } finally {
   receiver.closeAllConnections();
   receiver.close();
+  for (const w of extraWorkers) await w.stop();
   await service.stop();
   await db.stop();
   await fs.rm(dataDir, { recursive: true, force: true });
