@@ -167,6 +167,13 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   if (providerUrl !== undefined && !/^https?:\/\/[^/]+/.test(providerUrl)) {
     throw new ConfigError("PAYMENT_PROVIDER_URL must be an absolute http(s) URL");
   }
+  const resumeAfterMs = int(env, "PAYOUT_RESUME_AFTER_MS", 60_000, 0, 86_400_000);
+  const providerTimeoutMs = int(env, "PAYMENT_PROVIDER_TIMEOUT_MS", 30_000, 100, 120_000);
+  if (providerUrl && resumeAfterMs > 0 && resumeAfterMs < providerTimeoutMs) {
+    throw new ConfigError(
+      "PAYOUT_RESUME_AFTER_MS must be longer than PAYMENT_PROVIDER_TIMEOUT_MS: a payout attempt holds its disbursement that long",
+    );
+  }
   return Object.freeze({
     port: int(env, "PORT", 8080, 0, 65535),
     host: env.HOST || "0.0.0.0",
@@ -185,13 +192,13 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       write: bucket(env, "RATE_LIMIT_WRITE", defaultRateLimits.write),
     },
     dbPoolSize: int(env, "DB_POOL_SIZE", 10, 2, 200),
-    payoutResumeAfterMs: int(env, "PAYOUT_RESUME_AFTER_MS", 60_000, 0, 86_400_000),
+    payoutResumeAfterMs: resumeAfterMs,
     paymentProvider:
       providerUrl && providerSecret
         ? {
             baseUrl: providerUrl.replace(/\/+$/, ""),
             secretKey: providerSecret,
-            timeoutMs: int(env, "PAYMENT_PROVIDER_TIMEOUT_MS", 30_000, 100, 120_000),
+            timeoutMs: providerTimeoutMs,
           }
         : undefined,
     http: {

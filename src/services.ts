@@ -98,6 +98,7 @@ export function createServices(deps: ServiceDeps) {
     instruments,
     logger,
     metrics,
+    leaseMs: config.payoutResumeAfterMs,
   });
   const standing = createStandingService({ orm, clock, outbox });
   const repayments = createRepaymentService({ orm, clock, boss, outbox, ledger, disbursements, metrics });

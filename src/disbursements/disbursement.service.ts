@@ -78,6 +78,8 @@ export function createDisbursementService(o: {
   instruments: PaymentInstrumentStore;
   logger: Logger;
   metrics?: Metrics;
+  /** How long an attempt holds a PROCESSING payout (PAYOUT_RESUME_AFTER_MS; longer than a provider call). */
+  leaseMs: number;
 }) {
   const { orm, clock, boss, outbox } = o;
 
@@ -268,27 +270,41 @@ export function createDisbursementService(o: {
     async payout(id: string): Promise<DisbursementRow["status"]> {
       const [claimed] = await sql<DisbursementRow & { previous_status: string }>(
         orm.em.fork(),
+        // A PROCESSING payout is taken again only once its last attempt's lease has passed: one attempt at
+        // a time per disbursement, so the provider is never asked twice at once (the job and the sweep).
         `update disbursements set status = 'PROCESSING', processing_at = $2
            from (select id as old_id, status as previous_status from disbursements
-                  where id = $1 and status in ('PENDING', 'PROCESSING') for update) old
+                  where id = $1 and (status = 'PENDING' or (status = 'PROCESSING' and processing_at <= $3))
+                  for update) old
           where id = old.old_id
          returning ${COLUMNS}, previous_status`,
-        [id, clock.now()],
+        [id, clock.now(), new Date(clock.now().getTime() - o.leaseMs)],
       );
       if (!claimed) return "DELIVERED";
       failpoint("payout.before_provider");
       const provider = providerOf(claimed.environment);
-      const outcome = await provider.transfer(
-        orm.em.fork(),
-        {
-          reference: claimed.id,
-          partnerReference: claimed.reference,
-          amountKobo: BigInt(claimed.principal_kobo),
-          destination: claimed.destination,
-          userId: claimed.user_id,
-        },
-        { resumed: claimed.previous_status === "PROCESSING" },
-      );
+      let outcome: TransferOutcome;
+      try {
+        outcome = await provider.transfer(
+          orm.em.fork(),
+          {
+            reference: claimed.id,
+            partnerReference: claimed.reference,
+            amountKobo: BigInt(claimed.principal_kobo),
+            destination: claimed.destination,
+            userId: claimed.user_id,
+          },
+          { resumed: claimed.previous_status === "PROCESSING" },
+        );
+      } catch (err) {
+        // The provider could not say what happened: release the lease so the retry asks again at once.
+        await sql(
+          orm.em.fork(),
+          "update disbursements set processing_at = $2 where id = $1 and status = 'PROCESSING'",
+          [id, new Date(0)],
+        );
+        throw err;
+      }
       failpoint("payout.after_provider");
       return this.settlePayout(id, outcome);
     },

@@ -121,8 +121,11 @@ export function createSandboxService(o: {
           where sandbox_transfers.status = 'PENDING'`,
         [row.id, row.principal_kobo],
       );
-      // The payout asks the simulator again by reference, as after a provider webhook.
-      await o.disbursements.payout(row.id);
+      // A PENDING payout is taken now and asks the simulator, which answers FAILED; a PROCESSING one is
+      // settled with that answer, as a provider webhook would settle it.
+      if (row.status === "PENDING") await o.disbursements.payout(row.id);
+      else
+        await o.disbursements.settlePayout(row.id, { status: "FAILED", reason: "destination_unavailable" });
       return (await o.disbursements.get(caller, id)).row;
     },
 

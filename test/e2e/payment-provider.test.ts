@@ -195,10 +195,10 @@ describe("payouts through the provider's HTTP API", () => {
     fake.transferStatus = () => "pending";
     const u = await liveUser();
     const res = await create(u.userId, "live-007");
-    await settled(res.body.id, "PROCESSING");
+    // PROCESSING is set when the payout is claimed, just before the provider is called: wait for the call.
+    const transfer = await eventually(() => fake.transfers.get(res.body.id), { what: "the transfer" });
+    expect((await get(res.body.id)).status).toBe("PROCESSING");
     fake.transferStatus = () => "success";
-    const transfer = fake.transfers.get(res.body.id);
-    if (!transfer) throw new Error("no transfer");
 
     // A forged signature is refused and changes nothing.
     expect(

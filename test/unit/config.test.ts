@@ -60,5 +60,13 @@ describe("configuration", () => {
         PAYMENT_PROVIDER_SECRET_KEY: "sk_live_x",
       }).paymentProvider,
     ).toEqual({ baseUrl: "https://api.example.com", secretKey: "sk_live_x", timeoutMs: 30_000 });
+    // A payout attempt holds its disbursement for PAYOUT_RESUME_AFTER_MS: it must outlast a provider call.
+    expect(() =>
+      loadConfig({
+        PAYMENT_PROVIDER_URL: "https://api.example.com",
+        PAYMENT_PROVIDER_SECRET_KEY: "sk_live_x",
+        PAYOUT_RESUME_AFTER_MS: "10000",
+      }),
+    ).toThrow(/PAYOUT_RESUME_AFTER_MS must be longer than PAYMENT_PROVIDER_TIMEOUT_MS/);
   });
 });
