@@ -4,6 +4,8 @@
 // ingested over the internal gRPC API. Then full-scope snapshot reads over REST with mixed windows
 // (30, 90, 365 days; heavy traders included): p50/p99 at 200 req/s, and saturation throughput.
 // Bars: ingest >= 20,000 entries/s; p50 <= 5 ms and p99 <= 25 ms at 200 req/s; >= 1,500 req/s saturation.
+// BENCH_INSTANCES=2 (bench:scaleout): that many service processes on the one database, ingest spread over
+// them, reads alternating between them, saturation with the connections split between them.
 import { randomBytes, randomInt } from "node:crypto";
 import fs from "node:fs/promises";
 import os from "node:os";
@@ -32,18 +34,24 @@ const HEAVY_ENTRIES = Number(process.env.BENCH_HEAVY_ENTRIES ?? 50_000);
 const LIGHT_ENTRIES = Number(process.env.BENCH_LIGHT_ENTRIES ?? 50);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 15);
 const READ_USERS = Number(process.env.BENCH_READ_USERS ?? 1_000);
+const INSTANCES = Number(process.env.BENCH_INSTANCES ?? 1);
+const bench = INSTANCES > 1 ? "scaleout" : "snapshot";
+const label = INSTANCES > 1 ? ` (${INSTANCES} api instances)` : "";
 
 const logger = createLogger({ level: "warn", write: (l) => process.stderr.write(`${l}\n`) });
 const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "partner-api-bench-db-"));
 await fs.chmod(dataDir, 0o755);
 const db = await startEmbeddedPostgres({ dataDir, database: "bench", logger });
 const internalToken = randomBytes(24).toString("base64url");
-const service = await startService({
+const env = {
   DATABASE_URL: db.url,
   MASTER_KEY: randomBytes(32).toString("hex"),
   INTERNAL_TOKEN: internalToken,
   DB_POOL_SIZE: "16",
-});
+};
+const service = await startService(env);
+const services = [service];
+for (let n = 1; n < INSTANCES; n++) services.push(await startService({ ...env, ROLE: "api" }));
 
 try {
   const auth: Interceptor = (next) => (req) => {
@@ -53,6 +61,14 @@ try {
   const transport = createGrpcTransport({ baseUrl: service.internalUrl, interceptors: [auth] });
   const users = createClient(UserService, transport);
   const ingest = createClient(IngestService, transport);
+  const ingests = [
+    ingest,
+    ...services
+      .slice(1)
+      .map((s) =>
+        createClient(IngestService, createGrpcTransport({ baseUrl: s.internalUrl, interceptors: [auth] })),
+      ),
+  ];
   const consents = createClient(ConsentAdminService, transport);
   const { partner } = await createClient(PartnerService, transport).createPartner({
     name: "Bench",
@@ -107,17 +123,18 @@ try {
   let ingested = 0;
   const ingestStart = performance.now();
   await Promise.all(
-    Array.from({ length: 4 }, async () => {
+    Array.from({ length: 4 }, async (_, k) => {
+      const client = ingests[k % ingests.length] ?? ingest;
       for (let next = source.next(); !next.done; next = source.next()) {
-        const res = await ingest.ingestLedgerEntries({ entries: next.value });
+        const res = await client.ingestLedgerEntries({ entries: next.value });
         ingested += res.inserted;
       }
     }),
   );
   const ingestSeconds = (performance.now() - ingestStart) / 1000;
   report({
-    bench: "snapshot",
-    figure: "ingest entries per second over the internal gRPC API",
+    bench,
+    figure: `ingest entries per second over the internal gRPC API${label}`,
     entries: ingested,
     seconds: Number(ingestSeconds.toFixed(1)),
     entriesPerSecond: Math.round(ingested / ingestSeconds),
@@ -173,9 +190,9 @@ try {
     windows.map((w) => `/partner/v1/users/${userId(u)}/snapshot?ledger_window_days=${w}`),
   );
   let i = 0;
-  const run = (opts: { connections: number; duration: number; overallRate?: number }) =>
+  const run = (url: string, opts: { connections: number; duration: number }) =>
     autocannon({
-      url: service.partnerUrl,
+      url,
       ...opts,
       headers: { authorization: `Bearer ${key}` },
       requests: [
@@ -187,15 +204,16 @@ try {
         },
       ],
     });
-  await run({ connections: 10, duration: 3 });
-  const steady = await paced(service.partnerUrl, () => paths[i++ % paths.length] as string, {
+  await Promise.all(services.map((s) => run(s.partnerUrl, { connections: 10, duration: 3 })));
+  const urls = services.map((s) => s.partnerUrl);
+  const steady = await paced(urls, () => paths[i++ % paths.length] as string, {
     rate: 200,
     seconds: SECONDS,
     headers: { authorization: `Bearer ${key}` },
   });
   report({
-    bench: "snapshot",
-    figure: "full-scope snapshot latency at 200 req/s (open loop), windows 30/90/365, heavy traders included",
+    bench,
+    figure: `full-scope snapshot latency at 200 req/s (open loop), windows 30/90/365, heavy traders included${label}`,
     requests: steady.sent,
     p50Ms: steady.p50Ms,
     p99Ms: steady.p99Ms,
@@ -203,20 +221,25 @@ try {
     bar: "p50 <= 5 ms, p99 <= 25 ms",
     meets: steady.p50Ms <= 5 && steady.p99Ms <= 25 && steady.non2xx === 0 && steady.errors === 0,
   });
-  const saturated = await run({ connections: 50, duration: SECONDS });
+  // 50 connections in all, split between the instances.
+  const saturated = await Promise.all(
+    urls.map((u) => run(u, { connections: Math.ceil(50 / urls.length), duration: SECONDS })),
+  );
+  const perSecond = saturated.reduce((sum, r) => sum + r.requests.average, 0);
+  const non2xx = saturated.reduce((sum, r) => sum + r.non2xx, 0);
   report({
-    bench: "snapshot",
-    figure: "saturation throughput (50 connections)",
-    requestsPerSecond: Math.round(saturated.requests.average),
-    p50Ms: saturated.latency.p50,
-    p99Ms: saturated.latency.p99,
-    non2xx: saturated.non2xx,
+    bench,
+    figure: `saturation throughput (50 connections)${label}`,
+    requestsPerSecond: Math.round(perSecond),
+    p50Ms: Math.max(...saturated.map((r) => r.latency.p50)),
+    p99Ms: Math.max(...saturated.map((r) => r.latency.p99)),
+    non2xx,
     bar: ">= 1500 req/s",
-    meets: saturated.requests.average >= 1_500 && saturated.non2xx === 0,
-    peakRssMb: await service.peakRssMb(),
+    meets: perSecond >= 1_500 && non2xx === 0,
+    peakRssMb: Math.max(...(await Promise.all(services.map((s) => s.peakRssMb())))),
   });
 } finally {
-  await service.stop();
+  for (const s of services.reverse()) await s.stop();
   await db.stop();
   await fs.rm(dataDir, { recursive: true, force: true });
 }

@@ -142,13 +142,12 @@ export function createSnapshotService({
       }
       const now = clock.now();
       const today = utcDay(now);
-      const [row] = await sql<Row>(orm.em.fork(), QUERY, [
-        caller.partnerId,
-        caller.environment,
-        userId,
-        requestedDays ?? null,
-        today,
-      ]);
+      const [row] = await sql<Row>(
+        orm.em.fork(),
+        QUERY,
+        [caller.partnerId, caller.environment, userId, requestedDays ?? null, today],
+        { prepare: true },
+      );
       const consent = row?.consent;
       const refusal = consentRefusal(row?.segment === null ? undefined : consent, now);
       if (refusal || !row || !consent) {
