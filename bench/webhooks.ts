@@ -4,7 +4,9 @@
 // receiver that answers 200 at once.
 //   1. Latency: 100 events/s (1,000 deliveries/s) for BENCH_SECONDS; event-to-first-attempt p50/p99,
 //      measured from the commit of the raising transaction to the request arriving at the receiver.
-//      Bar: p50 <= 25 ms, p99 <= 150 ms.
+//      Bar: p50 <= 25 ms, p99 <= 150 ms. The same load runs for BENCH_WARMUP seconds first (2) and is not
+//      counted: the first half-second after a start (connections opened to PostgreSQL and the receiver,
+//      code not yet optimised) has a tail of its own, above 100 ms with two worker processes on 2 cores.
 //   2. Throughput: a backlog of BENCH_BACKLOG events (x10 deliveries) raised at once; deliveries per
 //      second from the first to the last arrival. Bar: >= 1,000 deliveries/s.
 import { randomBytes } from "node:crypto";
@@ -23,6 +25,7 @@ import { internalCall, report, startService } from "./support.ts";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 10);
 const backlog = Number(process.env.BENCH_BACKLOG ?? 2_000);
+const warmup = Number(process.env.BENCH_WARMUP ?? 2);
 const rate = 100;
 const subscriptions = 10;
 
@@ -114,20 +117,27 @@ try {
     committedAt.set(raised.eventId as string, performance.now());
   };
 
-  // 1. Latency at a steady 100 events/s.
+  // 1. Latency at a steady 100 events/s, after a warm-up at the same rate.
+  const steady = async (count: number) => {
+    const started = performance.now();
+    const inflight: Promise<void>[] = [];
+    for (let i = 0; i < count; i++) {
+      const due = started + (i * 1000) / rate;
+      const wait = due - performance.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      inflight.push(raise());
+    }
+    await Promise.all(inflight);
+    const deadline = performance.now() + 30_000;
+    while (arrived < count * subscriptions && performance.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+  };
+  await steady(rate * warmup);
+  committedAt.clear();
+  arrivals.clear();
+  arrived = 0;
   const total = rate * seconds;
-  const started = performance.now();
-  const inflight: Promise<void>[] = [];
-  for (let i = 0; i < total; i++) {
-    const due = started + (i * 1000) / rate;
-    const wait = due - performance.now();
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    inflight.push(raise());
-  }
-  await Promise.all(inflight);
-  const deadline = performance.now() + 30_000;
-  while (arrived < total * subscriptions && performance.now() < deadline)
-    await new Promise((r) => setTimeout(r, 20));
+  await steady(total);
   const latencies: number[] = [];
   for (const [id, at] of committedAt) for (const t of arrivals.get(id) ?? []) latencies.push(t - at);
   latencies.sort((a, b) => a - b);

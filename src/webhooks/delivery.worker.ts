@@ -86,6 +86,7 @@ export function createDeliveryWorker(o: DeliveryWorkerOptions) {
               w.previous_secret_expires_at, e.body
          from claimed c join webhooks w on w.id = c.webhook_id join events e on e.id = c.event_id`,
       [ids, now, o.leaseMs],
+      { prepare: true },
     );
 
   const attempt = async (d: Claimed, now: Date): Promise<Outcome> => {

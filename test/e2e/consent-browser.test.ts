@@ -102,6 +102,7 @@ describe.skipIf(!haveBrowser)("the consent page in Chromium", () => {
     await expect(page.getByRole("heading", { level: 1 }).textContent()).resolves.toContain(
       "Kobo Credit & Sons",
     );
+    // biome-ignore lint/performance/useDomNodeTextContent: a Playwright locator; the rendered text is what the person reads.
     const text = await page.locator("main").innerText();
     expect(text).toContain("Your standing tier and score");
     expect(text).toContain("up to the last 180 days");
