@@ -4,13 +4,16 @@ import { registerConsentJobs } from "./consent/consent.jobs.ts";
 import { registerDisbursementJobs } from "./disbursements/disbursement.jobs.ts";
 import { startListeners } from "./listeners.ts";
 import { type Clock, systemClock } from "./platform/clock.ts";
+import { loadDataKeys } from "./platform/crypto/data-keys.ts";
 import { createSecretBox } from "./platform/crypto/secret-box.ts";
 import { startChangeFeed } from "./platform/db/change-feed.ts";
 import { createOrm, migrate, type Orm } from "./platform/db/orm.ts";
+import { sql } from "./platform/db/sql.ts";
 import { type QueueName, type Queues, runJobNow, startBoss } from "./platform/jobs/boss.ts";
 import type { Logger } from "./platform/logger.ts";
 import { createServices, type Services } from "./services.ts";
 import { registerSigningKeyJobs } from "./signing/signing-key.jobs.ts";
+import { signingKeyAad } from "./signing/signing-key.service.ts";
 import type { Resolver } from "./webhooks/destination.ts";
 import { startWebhookJobs } from "./webhooks/webhook.jobs.ts";
 
@@ -20,6 +23,8 @@ export interface AppOptions {
   /** The resolved database (the embedded one's URL when `config.databaseUrl` is unset). */
   databaseUrl: string;
   masterKey: Buffer;
+  /** Master keys that only open what they sealed (MASTER_KEYS_ACCEPTED). */
+  acceptedMasterKeys?: Buffer[];
   internalToken: string;
   logger: Logger;
   clock?: Clock;
@@ -54,10 +59,21 @@ export async function createApp(options: AppOptions): Promise<App> {
   const orm = await createOrm({ databaseUrl, poolSize: config.dbPoolSize, logger });
   const applied = await migrate(orm, databaseUrl);
   if (applied.length) logger.info("applied migrations", { migrations: applied });
+  const box = createSecretBox(options.masterKey, options.acceptedMasterKeys);
+  // Also the check that MASTER_KEY is this database's, before anything is sealed with it.
+  const dataKeys = await loadDataKeys(orm, box, options.masterKey, clock.now(), async () => {
+    const [row] = await sql<{ kid: string; private_key_enc: Buffer }>(
+      orm.em.fork(),
+      "select kid, private_key_enc from signing_keys limit 1",
+    );
+    if (row) box.open(row.private_key_enc, signingKeyAad(row.kid));
+  }).catch(async (err: unknown) => {
+    await orm.close();
+    throw err;
+  });
   const changes = await startChangeFeed(databaseUrl, logger);
   const runWorkers = config.role !== "api";
   const boss = await startBoss({ databaseUrl, logger, supervise: runWorkers });
-  const box = createSecretBox(options.masterKey);
   // The partner listener's address is known once it is bound; consent links need it when PUBLIC_URL is unset.
   let boundUrl = `http://127.0.0.1:${config.port}`;
   const services = createServices({
@@ -69,7 +85,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     boss,
     logger,
     resolver: options.resolver,
-    masterKey: options.masterKey,
+    dataKeys,
     publicUrl: () => config.publicUrl ?? boundUrl,
   });
 

@@ -26,6 +26,11 @@ export interface Config {
   dataDir: string;
   /** 32-byte key that encrypts private keys and secrets at rest. Required with `databaseUrl`. */
   masterKey: Buffer | undefined;
+  /**
+   * Further master keys whose sealed values may be opened (never sealed with): MASTER_KEYS_ACCEPTED, comma
+   * separated. They carry a master key rotation (docs/operations.md).
+   */
+  acceptedMasterKeys: Buffer[];
   /** Token the internal API requires. Required with `databaseUrl`. */
   internalToken: string | undefined;
   /** Base URL partners' users reach the service on (consent pages); defaults to the partner listener. */
@@ -139,6 +144,11 @@ export const defaultRateLimits = {
 export function loadConfig(env: Env = process.env): Readonly<Config> {
   const databaseUrl = env.DATABASE_URL || undefined;
   const masterKey = env.MASTER_KEY ? parseMasterKey(env.MASTER_KEY) : undefined;
+  const acceptedMasterKeys = (env.MASTER_KEYS_ACCEPTED ?? "")
+    .split(",")
+    .map((k) => k.trim())
+    .filter(Boolean)
+    .map((k, i) => parseMasterKey(k, `MASTER_KEYS_ACCEPTED (key ${i + 1})`));
   const internalToken = env.INTERNAL_TOKEN || undefined;
   if (internalToken !== undefined && internalToken.length < 24) {
     throw new ConfigError("INTERNAL_TOKEN must be at least 24 characters");
@@ -182,6 +192,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     databaseUrl,
     dataDir: path.resolve(env.DATA_DIR || "./.data"),
     masterKey,
+    acceptedMasterKeys,
     internalToken,
     publicUrl: publicUrl?.replace(/\/+$/, ""),
     role: oneOf(env, "ROLE", ["all", "api", "worker"] as const, "all"),

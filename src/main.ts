@@ -2,6 +2,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { createApp } from "./app.ts";
 import { ConfigError, dataFiles, loadConfig } from "./config.ts";
+import { MasterKeyMismatchError } from "./platform/crypto/data-keys.ts";
 import { createLogger } from "./platform/logger.ts";
 import { resolveRuntime } from "./runtime.ts";
 
@@ -26,7 +27,17 @@ async function main(): Promise<void> {
   const offsetMs = Number(process.env.TEST_CLOCK_OFFSET_MS ?? 0);
   if (offsetMs) logger.warn("the clock runs ahead (TEST_CLOCK_OFFSET_MS): tests only", { offsetMs });
   const clock = offsetMs ? { now: () => new Date(Date.now() + offsetMs) } : undefined;
-  const app = await createApp({ config, logger, clock, ...runtime });
+  let app: Awaited<ReturnType<typeof createApp>>;
+  try {
+    app = await createApp({ config, logger, clock, ...runtime });
+  } catch (err) {
+    await runtime.embedded?.stop().catch(() => undefined);
+    if (err instanceof MasterKeyMismatchError) {
+      process.stderr.write(`configuration error: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
   logger.info("started", { partner: app.partnerUrl, internal: app.internalUrl });
 
   // Lets `npm run cli` find the internal API of a service started with `npm start`.

@@ -9,6 +9,8 @@ import type { Logger } from "./platform/logger.ts";
 export interface Runtime {
   databaseUrl: string;
   masterKey: Buffer;
+  /** Further keys that only open (a master key rotation). */
+  acceptedMasterKeys: Buffer[];
   internalToken: string;
   embedded: EmbeddedDatabase | undefined;
 }
@@ -38,6 +40,7 @@ export async function resolveRuntime(config: Readonly<Config>, logger: Logger): 
     return {
       databaseUrl: config.databaseUrl,
       masterKey: config.masterKey,
+      acceptedMasterKeys: config.acceptedMasterKeys,
       internalToken: config.internalToken,
       embedded: undefined,
     };
@@ -63,5 +66,11 @@ export async function resolveRuntime(config: Readonly<Config>, logger: Logger): 
       logger,
     ));
   const embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, database: "partner_api", logger });
-  return { databaseUrl: embedded.url, masterKey, internalToken, embedded };
+  return {
+    databaseUrl: embedded.url,
+    masterKey,
+    acceptedMasterKeys: config.acceptedMasterKeys,
+    internalToken,
+    embedded,
+  };
 }

@@ -13,7 +13,7 @@ import { createIdempotencyService } from "./idempotency/idempotency.service.ts";
 import { createLedgerService } from "./ledger/ledger.service.ts";
 import { createPartnerService } from "./partners/partner.service.ts";
 import type { Clock } from "./platform/clock.ts";
-import { deriveKey } from "./platform/crypto/keys.ts";
+import type { DataKeys } from "./platform/crypto/data-keys.ts";
 import type { SecretBox } from "./platform/crypto/secret-box.ts";
 import type { ChangeFeed } from "./platform/db/change-feed.ts";
 import type { Orm } from "./platform/db/orm.ts";
@@ -46,8 +46,8 @@ export interface ServiceDeps {
   logger: Logger;
   /** DNS for webhook destinations; tests replace it to play DNS. */
   resolver?: Resolver;
-  /** The master key, from which purpose-specific keys are derived. */
-  masterKey: Buffer;
+  /** Keys for keyed hashes and CSRF tokens, kept sealed in the database. */
+  dataKeys: DataKeys;
   /** Base URL of pages people open (consent links): PUBLIC_URL, or the partner listener once bound. */
   publicUrl: () => string;
 }
@@ -65,7 +65,7 @@ export function createServices(deps: ServiceDeps) {
     connectTimeoutMs: config.webhooks.connectTimeoutMs,
     timeoutMs: config.webhooks.timeoutMs,
   });
-  const users = createUserService({ orm, clock, box, phoneKey: deriveKey(deps.masterKey, "phone-hash") });
+  const users = createUserService({ orm, clock, box, phoneKey: deps.dataKeys["phone-hash"] });
   const consents = createConsentService({ orm, clock, outbox });
   const consentLinks = createConsentLinkService({
     orm,
@@ -80,7 +80,7 @@ export function createServices(deps: ServiceDeps) {
   const ledger = createLedgerService({
     orm,
     clock,
-    counterpartyKey: deriveKey(deps.masterKey, "counterparty-hash"),
+    counterpartyKey: deps.dataKeys["counterparty-hash"],
   });
   const metrics = createMetrics();
   registerDatabaseGauges(metrics, orm, clock);
@@ -126,7 +126,7 @@ export function createServices(deps: ServiceDeps) {
     consentLinks,
     consentPages: createConsentPages({
       links: consentLinks,
-      csrfKey: deriveKey(deps.masterKey, "consent-csrf"),
+      csrfKey: deps.dataKeys["consent-csrf"],
       logger,
     }),
     partners: createPartnerService({ orm, clock }),

@@ -12,6 +12,9 @@ import type { UserService } from "../users/user.service.ts";
 import { type ConsentService, checkGrantTerms, type GrantTerms } from "./consent.service.ts";
 import { isE164, last4 } from "./phone.ts";
 
+/** Binds a sealed link token to its link. */
+export const linkTokenAad = (linkId: string) => `consent-link:${linkId}`;
+
 /** A link as stored (status EXPIRED is derived from `expires_at`). */
 export interface LinkRow {
   id: string;
@@ -78,7 +81,7 @@ export interface ConsentLinkServiceOptions {
 export function createConsentLinkService(o: ConsentLinkServiceOptions) {
   const view = (row: LinkRow): LinkView => {
     const { token_enc, phone_hash: _hash, ...rest } = row;
-    const token = o.box.open(token_enc, `consent-link:${row.id}`).toString("utf8");
+    const token = o.box.open(token_enc, linkTokenAad(row.id)).toString("utf8");
     const expired = row.status === "PENDING" && row.expires_at <= o.clock.now();
     return { ...rest, status: expired ? "EXPIRED" : row.status, url: `${o.publicUrl()}/consent/${token}` };
   };
@@ -173,7 +176,7 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
             caller.partnerId,
             caller.environment,
             sha256(token),
-            o.box.seal(Buffer.from(token), `consent-link:${id}`),
+            o.box.seal(Buffer.from(token), linkTokenAad(id)),
             o.users.phoneHash(input.phoneNumber),
             last4(input.phoneNumber),
             terms.scopes,

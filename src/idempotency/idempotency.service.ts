@@ -7,6 +7,10 @@ import type { Em, Orm } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { ApiError } from "../platform/errors.ts";
 
+/** Binds a sealed stored response to its partner, environment and key. */
+export const idempotencyAad = (partnerId: string, environment: string, key: string) =>
+  `idempotency:${partnerId}:${environment}:${key}`;
+
 /** CONTRACT.md §8: keys are kept 7 days. */
 export const IDEMPOTENCY_TTL_MS = 7 * ms.day;
 
@@ -38,7 +42,7 @@ const KEY_SHAPE = /^[\x21-\x7e]{1,255}$/;
 export function createIdempotencyService({ orm, clock, box }: { orm: Orm; clock: Clock; box: SecretBox }) {
   // Stored responses can hold secrets (a new webhook's signing secret): they are sealed at rest.
   const aad = (scope: IdempotencyScope, key: string) =>
-    `idempotency:${scope.partnerId}:${scope.environment}:${key}`;
+    idempotencyAad(scope.partnerId, scope.environment, key);
   return {
     /** Checks a key's form: 1 to 255 visible ASCII characters. */
     validateKey(key: string): void {

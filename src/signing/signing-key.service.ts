@@ -17,6 +17,9 @@ import {
 } from "./schedule.ts";
 import { SigningKeyEntity, type SigningKeyRow } from "./signing-key.entity.ts";
 
+/** Binds a sealed private key to its kid. */
+export const signingKeyAad = (kid: string) => `signing-key:${kid}`;
+
 /** Both environments, each with its own keys (SPEC.md rule 4). */
 export const environments: readonly Environment[] = ["sandbox", "production"];
 
@@ -74,7 +77,7 @@ export function createSigningKeyService({ orm, clock, box, changes }: SigningKey
       kid,
       environment,
       publicKey: pair.publicKey,
-      privateKeyEnc: box.seal(pair.privateKeyPkcs8, `signing-key:${kid}`),
+      privateKeyEnc: box.seal(pair.privateKeyPkcs8, signingKeyAad(kid)),
       notBefore,
       retiresAt,
       notAfter: new Date(retiresAt.getTime() + rotationSchedule.keepAfterMs),
@@ -196,7 +199,7 @@ export function createSigningKeyService({ orm, clock, box, changes }: SigningKey
         throw new ApiError("unavailable", "No signing key is active; the key schedule has not run yet.");
       let key = signers.get(row.kid);
       if (!key) {
-        key = privateKeyFromPkcs8(box.open(row.privateKeyEnc, `signing-key:${row.kid}`));
+        key = privateKeyFromPkcs8(box.open(row.privateKeyEnc, signingKeyAad(row.kid)));
         signers.set(row.kid, key);
       }
       return { kid: row.kid, environment, key };

@@ -25,7 +25,9 @@ export interface InstrumentsOnFile {
 
 const CODE = /^[\x21-\x7e]{1,128}$/;
 const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}$/;
-const aad = (userId: string) => `payment-instruments:${userId}`;
+/** Binds a user's sealed instruments to the user. */
+export const instrumentsAad = (userId: string) => `payment-instruments:${userId}`;
+const aad = instrumentsAad;
 
 /** What {@link createPaymentInstrumentStore} returns. */
 export type PaymentInstrumentStore = ReturnType<typeof createPaymentInstrumentStore>;

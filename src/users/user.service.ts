@@ -7,6 +7,9 @@ import type { Em, Orm } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 
+/** Binds a sealed phone number to its user. */
+export const phoneAad = (userId: string) => `user-phone:${userId}`;
+
 /** The platform's user segments. */
 export const segments = ["trader", "salaried", "gig", "other"] as const;
 /** A user segment. */
@@ -57,7 +60,7 @@ export function createUserService(o: { orm: Orm; clock: Clock; box: SecretBox; p
             input.id,
             input.environment,
             phoneHash(input.phoneNumber),
-            o.box.seal(Buffer.from(input.phoneNumber), `user-phone:${input.id}`),
+            o.box.seal(Buffer.from(input.phoneNumber), phoneAad(input.id)),
             last4(input.phoneNumber),
             input.segment,
             input.createdAt ?? now,

@@ -1,11 +1,13 @@
-import { createDecipheriv, createPrivateKey, createPublicKey } from "node:crypto";
+import { spawn } from "node:child_process";
+import { createDecipheriv, createPrivateKey, createPublicKey, randomBytes } from "node:crypto";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { masterKeyId } from "../../src/platform/crypto/secret-box.ts";
 import { rest } from "../support/clients.ts";
-import { runCli, type ServiceProcess, startServiceProcess } from "../support/process.ts";
+import { root, runCli, type ServiceProcess, startServiceProcess } from "../support/process.ts";
 
 // The real entry point on its own embedded PostgreSQL: what `npm start` does on a fresh machine.
 let dataDir: string;
@@ -109,11 +111,14 @@ describe("the service process", () => {
         // Not a PKCS#8 Ed25519 key, in whole or in part.
         expect(() => createPrivateKey({ key: sealed, format: "der", type: "pkcs8" })).toThrow();
         expect(sealed.includes(Buffer.from("302e020100300506032b6570", "hex"))).toBe(false);
-        // Only the master key, with the kid as associated data, opens it, and it matches the published key.
-        const decipher = createDecipheriv("aes-256-gcm", masterKey, sealed.subarray(1, 13));
+        // It names the master key it is sealed under (version 2 | key id | iv | tag | ciphertext); only that
+        // key, with the kid as associated data, opens it, and it matches the published key.
+        expect(sealed[0]).toBe(2);
+        expect(sealed.subarray(1, 9).equals(masterKeyId(masterKey))).toBe(true);
+        const decipher = createDecipheriv("aes-256-gcm", masterKey, sealed.subarray(9, 21));
         decipher.setAAD(Buffer.from(`signing-key:${row.kid}`));
-        decipher.setAuthTag(sealed.subarray(13, 29));
-        const der = Buffer.concat([decipher.update(sealed.subarray(29)), decipher.final()]);
+        decipher.setAuthTag(sealed.subarray(21, 37));
+        const der = Buffer.concat([decipher.update(sealed.subarray(37)), decipher.final()]);
         const pub = createPublicKey(createPrivateKey({ key: der, format: "der", type: "pkcs8" })).export({
           format: "jwk",
         });
@@ -132,6 +137,37 @@ describe("the service process", () => {
     expect((await keyDocument(sandboxKey)).map((k) => k.kid)).toEqual(kids);
     const partners = await cliJson("partner", "list");
     expect(partners.partners.map((p: { name: string }) => p.name)).toEqual(["Kobo Credit"]);
+  });
+
+  it("refuses to start with a master key that is not its database's, sealing nothing", async () => {
+    service?.child.kill("SIGTERM");
+    expect(await service?.exited).toBe(0);
+    const wrong = spawn(process.execPath, ["src/main.ts"], {
+      cwd: root,
+      env: {
+        ...process.env,
+        ...env(),
+        PORT: "0",
+        INTERNAL_PORT: "0",
+        HOST: "127.0.0.1",
+        MASTER_KEY: randomBytes(32).toString("hex"),
+      },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    wrong.stderr?.on("data", (d) => {
+      stderr += String(d);
+    });
+    const code = await new Promise((resolve) => wrong.on("exit", resolve));
+    expect(code).toBe(2);
+    expect(stderr).toContain("configuration error: MASTER_KEY");
+    expect(stderr).toContain("cannot open what this database holds");
+    // It stopped its PostgreSQL on the way out, and the right key still opens everything.
+    service = await startServiceProcess(env());
+    expect(service.logs.map((l) => l.msg)).not.toContain(
+      "stopping an orphaned embedded PostgreSQL left by an earlier run",
+    );
+    expect((await keyDocument(sandboxKey)).map((k) => k.kid)).toEqual(kids);
   });
 
   it("recovers from a kill -9 that left its PostgreSQL running", async () => {

@@ -21,6 +21,8 @@ export interface TestAppOptions {
   clock?: Clock;
   config?: Partial<Config>;
   masterKey?: Buffer;
+  /** Master keys that only open (MASTER_KEYS_ACCEPTED). */
+  acceptedMasterKeys?: Buffer[];
   internalToken?: string;
   /** DNS answers for webhook destinations. */
   resolver?: Resolver;
@@ -76,6 +78,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     config,
     databaseUrl,
     masterKey,
+    acceptedMasterKeys: options.acceptedMasterKeys,
     internalToken,
     logger,
     clock: options.clock,

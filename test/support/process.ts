@@ -62,11 +62,20 @@ export async function startServiceProcess(
 }
 
 /** Runs the command-line tool and returns its exit code and output. */
-export async function runCli(
+export function runCli(
   args: string[],
   env: Record<string, string>,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ["src/cli/main.ts", ...args], {
+  return runScript("src/cli/main.ts", args, env);
+}
+
+/** Runs one of the repository's scripts (`src/cli/rekey.ts`, …) and returns its exit code and output. */
+export async function runScript(
+  script: string,
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [script, ...args], {
     cwd: root,
     env: { ...process.env, ...env },
   });

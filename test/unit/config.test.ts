@@ -36,6 +36,17 @@ describe("configuration", () => {
     expect(() => loadConfig({ INTERNAL_TOKEN: "short" })).toThrow(/INTERNAL_TOKEN must be at least 24/);
     expect(() => loadConfig({ RATE_LIMIT_READ: "fast" })).toThrow(/RATE_LIMIT_READ must look like/);
     expect(() => loadConfig({ PUBLIC_URL: "example.com" })).toThrow(/PUBLIC_URL/);
+    expect(() => loadConfig({ MASTER_KEYS_ACCEPTED: `${"ab".repeat(32)},short` })).toThrow(
+      /MASTER_KEYS_ACCEPTED \(key 2\) must be 32 bytes/,
+    );
+  });
+
+  it("reads the accepted master keys of a rotation, hex or base64, comma-separated", () => {
+    const hex = "cd".repeat(32);
+    const b64 = Buffer.alloc(32, 7).toString("base64");
+    const c = loadConfig({ MASTER_KEYS_ACCEPTED: ` ${hex} , ${b64},` });
+    expect(c.acceptedMasterKeys).toEqual([Buffer.from(hex, "hex"), Buffer.alloc(32, 7)]);
+    expect(loadConfig({}).acceptedMasterKeys).toEqual([]);
   });
 
   it("reads rate limits as capacity:refill", () => {

@@ -1,6 +1,6 @@
-import { randomBytes } from "node:crypto";
+import { createCipheriv, randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { createSecretBox } from "../../src/platform/crypto/secret-box.ts";
+import { createSecretBox, masterKeyId } from "../../src/platform/crypto/secret-box.ts";
 import { constantTimeEqual, randomBase62, sha256 } from "../../src/platform/crypto/tokens.ts";
 
 describe("secret box", () => {
@@ -22,6 +22,41 @@ describe("secret box", () => {
     expect(() => box.open(tampered, "kid-1")).toThrow();
     expect(() => createSecretBox(randomBytes(32)).open(sealed, "kid-1")).toThrow();
     expect(() => createSecretBox(randomBytes(16))).toThrow();
+  });
+});
+
+describe("master key rotation", () => {
+  const oldKey = randomBytes(32);
+  const newKey = randomBytes(32);
+  // What a box sealed before sealed values named their key: version 1 | iv | tag | ciphertext.
+  const sealV1 = (key: Buffer, plaintext: string, aad: string) => {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv("aes-256-gcm", key, iv);
+    cipher.setAAD(Buffer.from(aad));
+    const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+    return Buffer.concat([Buffer.of(1), iv, cipher.getAuthTag(), body]);
+  };
+
+  it("seals under the current key and names it, so values under another key can be found", () => {
+    const box = createSecretBox(newKey, [oldKey]);
+    const sealed = box.seal(Buffer.from("s"), "row-1");
+    expect(sealed.subarray(0, box.currentPrefix.length).equals(box.currentPrefix)).toBe(true);
+    expect(box.currentPrefix.equals(Buffer.concat([Buffer.of(2), masterKeyId(newKey)]))).toBe(true);
+    // The id is not the key, nor a piece of it.
+    expect(newKey.includes(masterKeyId(newKey))).toBe(false);
+    expect(() => createSecretBox(oldKey).open(sealed, "row-1")).toThrow(/not given/);
+  });
+
+  it("opens what an accepted key sealed, before and after the switch, and values from before key ids", () => {
+    const before = createSecretBox(oldKey, [newKey]).seal(Buffer.from("a"), "row-1");
+    const after = createSecretBox(newKey, [oldKey]);
+    expect(after.open(before, "row-1").toString()).toBe("a");
+    expect(after.open(sealV1(oldKey, "legacy", "row-2"), "row-2").toString()).toBe("legacy");
+    expect(after.open(sealV1(newKey, "legacy", "row-2"), "row-2").toString()).toBe("legacy");
+    // Without the old key, neither opens; the associated data still binds the row.
+    expect(() => createSecretBox(newKey).open(before, "row-1")).toThrow();
+    expect(() => createSecretBox(newKey).open(sealV1(oldKey, "legacy", "row-2"), "row-2")).toThrow();
+    expect(() => after.open(sealV1(oldKey, "legacy", "row-2"), "row-3")).toThrow();
   });
 });
 
