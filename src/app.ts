@@ -66,7 +66,7 @@ export async function createApp(options: AppOptions): Promise<App> {
       orm.em.fork(),
       "select kid, private_key_enc from signing_keys limit 1",
     );
-    if (row) box.open(row.private_key_enc, signingKeyAad(row.kid));
+    return row && { sealed: row.private_key_enc, aad: signingKeyAad(row.kid) };
   }).catch(async (err: unknown) => {
     await orm.close();
     throw err;

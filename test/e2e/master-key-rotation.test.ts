@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scopes } from "../../src/consent/scopes.ts";
 import { sealedColumns } from "../../src/master-key.ts";
 import { MasterKeyMismatchError } from "../../src/platform/crypto/data-keys.ts";
+import { createSecretBox } from "../../src/platform/crypto/secret-box.ts";
 import { sql } from "../../src/platform/db/sql.ts";
 import { createSnapshotVerifier } from "../../src/sdk/snapshots.ts";
 import { verifyWebhookSignature } from "../../src/sdk/webhooks.ts";
@@ -221,7 +222,6 @@ describe("rotating the master key", () => {
   it("reports what no key given can open, and leaves it as it is", async () => {
     // A value from a key nobody has any more (restored from an old backup, say).
     const stray = randomBytes(32);
-    const { createSecretBox } = await import("../../src/platform/crypto/secret-box.ts");
     const sealed = createSecretBox(stray).seal(Buffer.from("RCP_lost"), `payment-instruments:${userId}`);
     await sql(app().app.orm.em.fork(), "update payment_instruments set sealed = $1 where user_id = $2", [
       sealed,
@@ -241,6 +241,32 @@ describe("rotating the master key", () => {
       [userId],
     );
     expect(row?.sealed.equals(sealed)).toBe(true);
+  });
+});
+
+describe("a database from before the data keys were kept", () => {
+  it("is checked against something else it holds before a wrong key may create them", async () => {
+    const key = randomBytes(32);
+    const url = await createTestDatabase();
+    const first = await startTestApp({ databaseUrl: url, masterKey: key });
+    const keysBefore = await sql<{ label: string }>(first.app.orm.em.fork(), "select label from data_keys");
+    expect(keysBefore.length).toBe(3);
+    await sql(first.app.orm.em.fork(), "delete from data_keys");
+    await first.stop();
+
+    await expect(startTestApp({ databaseUrl: url, masterKey: randomBytes(32) })).rejects.toBeInstanceOf(
+      MasterKeyMismatchError,
+    );
+    const again = await startTestApp({ databaseUrl: url, masterKey: key });
+    try {
+      const rows = await sql<{ key_enc: Buffer }>(again.app.orm.em.fork(), "select key_enc from data_keys");
+      expect(rows.length).toBe(3);
+      // Sealed by the right key, not by the refused one.
+      for (const r of rows)
+        expect(r.key_enc.subarray(0, 9).equals(createSecretBox(key).currentPrefix)).toBe(true);
+    } finally {
+      await again.stop();
+    }
   });
 });
 

@@ -24,21 +24,22 @@ const MISMATCH =
  *
  * Also the start-up check that MASTER_KEY is the right one: a key that cannot open them stops the start
  * with {@link MasterKeyMismatchError}, before anything is sealed under a key the others cannot open. Where
- * there are none yet (a database from before they were kept), `probe` opens something else that is sealed
- * first, so a wrong key never gets to create them.
+ * there are none yet (a database from before they were kept), the value `probe` finds (something else that
+ * is sealed) must open first, so a wrong key never gets to create them.
  */
 export async function loadDataKeys(
   orm: Orm,
   box: SecretBox,
   masterKey: Buffer,
   now: Date,
-  probe: () => Promise<void> = async () => undefined,
+  probe: () => Promise<{ sealed: Buffer; aad: string } | undefined> = async () => undefined,
 ): Promise<DataKeys> {
   const em = orm.em.fork();
   const [present] = await sql<{ n: number }>(em, "select count(*)::int as n from data_keys");
-  if (present?.n === 0) {
+  const sample = present?.n === 0 ? await probe() : undefined;
+  if (sample) {
     try {
-      await probe();
+      box.open(sample.sealed, sample.aad);
     } catch (err) {
       throw new MasterKeyMismatchError(`${MISMATCH} (${(err as Error).message})`);
     }
