@@ -19,6 +19,7 @@ import { systemClock } from "../src/platform/clock.ts";
 import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
 import { createOrm } from "../src/platform/db/orm.ts";
 import { BOSS_SCHEMA } from "../src/platform/jobs/boss.ts";
+import { createJobs } from "../src/platform/jobs/jobs.ts";
 import { createLogger } from "../src/platform/logger.ts";
 import { createOutbox } from "../src/webhooks/outbox.ts";
 import { internalCall, report, startService } from "./support.ts";
@@ -103,7 +104,7 @@ try {
     migrate: false,
   });
   await boss.start();
-  const outbox = createOutbox({ boss, clock: systemClock });
+  const outbox = createOutbox({ jobs: createJobs({ boss, orm }), clock: systemClock });
   const committedAt = new Map<string, number>();
   const raise = async () => {
     const raised = await orm.em.fork().transactional((tx) =>

@@ -2,6 +2,7 @@ import type { PgBoss } from "pg-boss";
 import type { Config } from "./config.ts";
 import { registerConsentJobs } from "./consent/consent.jobs.ts";
 import { registerDisbursementJobs } from "./disbursements/disbursement.jobs.ts";
+import { registerIdempotencyJobs } from "./idempotency/idempotency.jobs.ts";
 import { startListeners } from "./listeners.ts";
 import { type Clock, systemClock } from "./platform/clock.ts";
 import { loadDataKeys } from "./platform/crypto/data-keys.ts";
@@ -10,7 +11,9 @@ import { startChangeFeed } from "./platform/db/change-feed.ts";
 import { createOrm, migrate, type Orm } from "./platform/db/orm.ts";
 import { sql } from "./platform/db/sql.ts";
 import { type QueueName, type Queues, runJobNow, startBoss } from "./platform/jobs/boss.ts";
+import { createJobs } from "./platform/jobs/jobs.ts";
 import type { Logger } from "./platform/logger.ts";
+import { registerSandboxJobs } from "./sandbox/sandbox.jobs.ts";
 import { createServices, type Services } from "./services.ts";
 import { registerSigningKeyJobs } from "./signing/signing-key.jobs.ts";
 import { signingKeyAad } from "./signing/signing-key.service.ts";
@@ -56,14 +59,20 @@ export interface App {
 export async function createApp(options: AppOptions): Promise<App> {
   const { config, databaseUrl, logger } = options;
   const clock = options.clock ?? systemClock;
-  const orm = await createOrm({ databaseUrl, poolSize: config.dbPoolSize, logger });
-  const applied = await migrate(orm, databaseUrl);
+  const applied = await migrate(databaseUrl, logger);
   if (applied.length) logger.info("applied migrations", { migrations: applied });
+  const orm = await createOrm({
+    databaseUrl,
+    poolSize: config.dbPoolSize,
+    logger,
+    timeouts: config.dbTimeouts,
+  });
   const box = createSecretBox(options.masterKey, options.acceptedMasterKeys);
   // Also the check that MASTER_KEY is this database's, before anything is sealed with it.
-  const dataKeys = await loadDataKeys(orm, box, options.masterKey, clock.now(), async () => {
+  const startup = orm.em.fork();
+  const dataKeys = await loadDataKeys(startup, box, options.masterKey, clock.now(), async () => {
     const [row] = await sql<{ kid: string; private_key_enc: Buffer }>(
-      orm.em.fork(),
+      startup,
       "select kid, private_key_enc from signing_keys limit 1",
     );
     return row && { sealed: row.private_key_enc, aad: signingKeyAad(row.kid) };
@@ -74,6 +83,7 @@ export async function createApp(options: AppOptions): Promise<App> {
   const changes = await startChangeFeed(databaseUrl, logger);
   const runWorkers = config.role !== "api";
   const boss = await startBoss({ databaseUrl, logger, supervise: runWorkers });
+  const jobs = createJobs({ boss, orm });
   // The partner listener's address is known once it is bound; consent links need it when PUBLIC_URL is unset.
   let boundUrl = `http://127.0.0.1:${config.port}`;
   const services = createServices({
@@ -82,35 +92,34 @@ export async function createApp(options: AppOptions): Promise<App> {
     clock,
     changes,
     box,
-    boss,
+    jobs,
     logger,
     resolver: options.resolver,
     dataKeys,
     publicUrl: () => config.publicUrl ?? boundUrl,
   });
 
-  const created = await services.signingKeys.maintain();
+  const created = await services.signingKeys.maintain(orm.em.fork());
   if (created.length) logger.info("created signing keys", { kids: created });
 
   const stoppers: (() => void)[] = [];
   if (runWorkers) {
     // Every sandbox key finds the fixture users from the first start (CONTRACT.md §7).
-    await services.fixtures.ensure();
-    await boss.work("sandbox.fixtures", { batchSize: 1 }, async () => services.fixtures.ensure());
-    await boss.schedule("sandbox.fixtures", "17 * * * *", {}, { tz: "UTC" });
-    await registerSigningKeyJobs(boss, services.signingKeys, logger);
-    await registerConsentJobs(boss, services.consents, logger);
+    await services.fixtures.ensure(orm.em.fork());
+    await registerSandboxJobs(jobs, services.fixtures);
+    await registerSigningKeyJobs(jobs, services.signingKeys, logger);
+    await registerConsentJobs(jobs, services.consents, logger);
+    await registerIdempotencyJobs(jobs, services.idempotency);
     await registerDisbursementJobs(
-      boss,
+      jobs,
       services.disbursements,
       services.repayments,
       config.payoutResumeAfterMs,
     );
     stoppers.push(
       await startWebhookJobs({
-        boss,
+        jobs,
         worker: services.deliveryWorker,
-        idempotency: services.idempotency,
         orm,
         clock,
         logger,

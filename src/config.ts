@@ -45,6 +45,11 @@ export interface Config {
   rateLimits: { read: BucketSpec; write: BucketSpec };
   /** Database connection pool size of this process. */
   dbPoolSize: number;
+  /**
+   * Limits that keep the pool from ever hanging: the wait for a pooled connection (then 503 `unavailable`
+   * with `Retry-After`), and PostgreSQL's `statement_timeout` and `idle_in_transaction_session_timeout`.
+   */
+  dbTimeouts: { acquireMs: number; statementMs: number; idleInTransactionMs: number };
   /** A payout PENDING or PROCESSING this long is resumed by the worker sweep (and at worker start). */
   payoutResumeAfterMs: number;
   /**
@@ -203,6 +208,11 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       write: bucket(env, "RATE_LIMIT_WRITE", defaultRateLimits.write),
     },
     dbPoolSize: int(env, "DB_POOL_SIZE", 10, 2, 200),
+    dbTimeouts: {
+      acquireMs: int(env, "DB_ACQUIRE_TIMEOUT_MS", 3_000, 50, 60_000),
+      statementMs: int(env, "DB_STATEMENT_TIMEOUT_MS", 30_000, 100, 3_600_000),
+      idleInTransactionMs: int(env, "DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", 10_000, 100, 3_600_000),
+    },
     payoutResumeAfterMs: resumeAfterMs,
     paymentProvider:
       providerUrl && providerSecret

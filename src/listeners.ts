@@ -24,7 +24,7 @@ import { docsPaths, loadDocs } from "./docs/reference.ts";
 import { createPartnerHandlers } from "./partners/partner.handlers.ts";
 import type { Clock } from "./platform/clock.ts";
 import { constantTimeEqualStrings } from "./platform/crypto/tokens.ts";
-import type { Orm } from "./platform/db/orm.ts";
+import type { Em, Orm } from "./platform/db/orm.ts";
 import { ApiError } from "./platform/errors.ts";
 import { type Handler, type Listener, listen } from "./platform/http/listener.ts";
 import { type AnyResponse, writeJson, writeRestError } from "./platform/http/rest-errors.ts";
@@ -40,6 +40,7 @@ import type { Logger } from "./platform/logger.ts";
 import type { Metrics } from "./platform/metrics.ts";
 import { kRequestId } from "./platform/rpc/context.ts";
 import { createInternalEdge, createPartnerEdge, type Edge, replayable } from "./platform/rpc/edge.ts";
+import { toApiError } from "./platform/rpc/errors.ts";
 import { edgeInterceptor } from "./platform/rpc/interceptor.ts";
 import { connectAdapter } from "./platform/rpc/node-adapter.ts";
 import { createReflection } from "./platform/rpc/reflection.ts";
@@ -190,6 +191,7 @@ export interface ListenerOptions {
  * signature, 500 when the outcome could not be learnt or recorded, so the provider sends it again.
  */
 async function receiveProviderWebhook(
+  em: Em,
   webhooks: ProviderWebhooks,
   req: AnyRequest,
   res: AnyResponse,
@@ -200,14 +202,15 @@ async function receiveProviderWebhook(
     if (req.method !== "POST") throw new ApiError("method_not_allowed", "Use POST.");
     const body = await readBody(req, MAX_BODY_BYTES);
     const signature = req.headers["x-paystack-signature"];
-    const result = await webhooks.receive(body, typeof signature === "string" ? signature : undefined);
+    const result = await webhooks.receive(em, body, typeof signature === "string" ? signature : undefined);
     if (result.status === "bad_signature")
       throw new ApiError("unauthenticated", "The x-paystack-signature header does not match the body.");
     if (result.status === "malformed") throw new ApiError("invalid_request", "The body is not JSON.");
     writeJson(res, 200, { received: true });
   } catch (err) {
+    // Not recorded: any 5xx makes the provider send it again.
     if (!(err instanceof ApiError)) logger.error("provider webhook not recorded", { err, requestId });
-    writeRestError(res, err instanceof ApiError ? err : new ApiError("internal"), requestId);
+    writeRestError(res, toApiError(err, logger.child({ requestId })), requestId);
   }
 }
 
@@ -266,7 +269,7 @@ async function serveMetrics(
 export async function startListeners(o: ListenerOptions) {
   const { config, services, logger } = o;
   const partnerList = partnerServices(services);
-  const partnerEdge = createPartnerEdge(services);
+  const partnerEdge = createPartnerEdge({ ...services, orm: o.orm });
   const transcoder = createTranscoder({
     services: partnerList,
     edge: partnerEdge,
@@ -294,9 +297,10 @@ export async function startListeners(o: ListenerOptions) {
             }
             if (url.startsWith("/partner/")) return void transcoder.handle(req, res, requestIdOf(req));
             if (url.startsWith("/consent/"))
-              return void services.consentPages.handle(req, res, requestIdOf(req));
+              return void services.consentPages.handle(o.orm.em.fork(), req, res, requestIdOf(req));
             if (url === PAYSTACK_WEBHOOK_PATH && services.providerWebhooks.enabled())
               return void receiveProviderWebhook(
+                o.orm.em.fork(),
                 services.providerWebhooks,
                 req,
                 res,
@@ -320,12 +324,12 @@ export async function startListeners(o: ListenerOptions) {
     { service: IngestService, impl: createIngestHandlers(services.ledger, services.standing) as never },
     {
       service: ConsentAdminService,
-      impl: createConsentAdminHandlers(services.consents, services.users, o.orm) as never,
+      impl: createConsentAdminHandlers(services.consents, services.users) as never,
     },
   ];
   const internalConnect = connectHandler(
     withReflection(internalList),
-    createInternalEdge(o.internalToken),
+    createInternalEdge(o.internalToken, o.orm),
     logger,
     [],
   );

@@ -2,7 +2,7 @@ import { linkTokenAad } from "./consent/consent-link.service.ts";
 import { idempotencyAad } from "./idempotency/idempotency.service.ts";
 import { dataKeyAad } from "./platform/crypto/data-keys.ts";
 import type { SecretBox } from "./platform/crypto/secret-box.ts";
-import type { Orm } from "./platform/db/orm.ts";
+import type { Em } from "./platform/db/orm.ts";
 import { sql } from "./platform/db/sql.ts";
 import { signingKeyAad } from "./signing/signing-key.service.ts";
 import { instrumentsAad } from "./users/payment-instruments.ts";
@@ -67,7 +67,7 @@ const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
  * so it can be stopped and run again at any time.
  */
 export async function rekey(
-  orm: Orm,
+  em: Em,
   box: SecretBox,
   options: { dryRun?: boolean; batchSize?: number } = {},
 ): Promise<RekeyReport[]> {
@@ -82,7 +82,7 @@ export async function rekey(
     const outdated = `${col} is not null and substring(${col} from 1 for ${prefix.length}) <> $1`;
     if (options.dryRun) {
       const [row] = await sql<{ n: number }>(
-        orm.em.fork(),
+        em,
         `select count(*)::int as n from ${quote(c.table)} where ${outdated}`,
         [prefix],
       );
@@ -93,7 +93,7 @@ export async function rekey(
     let after: string[] | undefined;
     for (;;) {
       const rows = await sql<Record<string, string | Buffer>>(
-        orm.em.fork(),
+        em,
         `select ${keys}, ${col} as sealed from ${quote(c.table)}
           where ${outdated} ${after ? `and (${keys}) > (${c.key.map((_, i) => `$${i + 2}`).join(", ")})` : ""}
           order by ${keys} limit ${batchSize}`,
@@ -118,7 +118,7 @@ export async function rekey(
       }
       if (olds.length > 0) {
         const updated = await sql(
-          orm.em.fork(),
+          em,
           `update ${quote(c.table)} t set ${col} = u.sealed
              from unnest(${c.key.map((_, i) => `$${i + 1}::text[]`).join(", ")}, $${c.key.length + 1}::bytea[],
                          $${c.key.length + 2}::bytea[]) as u (${keys}, old, sealed)

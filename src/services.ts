@@ -1,4 +1,3 @@
-import type { PgBoss } from "pg-boss";
 import { createApiKeyService } from "./apikeys/api-key.service.ts";
 import type { Config } from "./config.ts";
 import { createConsentPages } from "./consent/consent.page.ts";
@@ -17,6 +16,7 @@ import type { DataKeys } from "./platform/crypto/data-keys.ts";
 import type { SecretBox } from "./platform/crypto/secret-box.ts";
 import type { ChangeFeed } from "./platform/db/change-feed.ts";
 import type { Orm } from "./platform/db/orm.ts";
+import type { Jobs } from "./platform/jobs/jobs.ts";
 import type { Logger } from "./platform/logger.ts";
 import { createMetrics } from "./platform/metrics.ts";
 import { registerDatabaseGauges } from "./platform/metrics-gauges.ts";
@@ -38,11 +38,12 @@ import { createWebhookService } from "./webhooks/webhook.service.ts";
 /** What every service is built from. */
 export interface ServiceDeps {
   config: Readonly<Config>;
+  /** For the metrics gauges only, which read the database once per scrape; services are given an `em`. */
   orm: Orm;
   clock: Clock;
   changes: ChangeFeed;
   box: SecretBox;
-  boss: PgBoss;
+  jobs: Jobs;
   logger: Logger;
   /** DNS for webhook destinations; tests replace it to play DNS. */
   resolver?: Resolver;
@@ -57,18 +58,17 @@ export type Services = ReturnType<typeof createServices>;
 
 /** Builds every service. Nothing here listens or polls: that is the app's job, per role. */
 export function createServices(deps: ServiceDeps) {
-  const { config, orm, clock, changes, box, boss, logger } = deps;
+  const { config, orm, clock, changes, box, jobs, logger } = deps;
   const destinations = { allowLocal: config.allowLocalWebhooks, resolver: deps.resolver ?? systemResolver };
-  const outbox = createOutbox({ boss, clock });
+  const outbox = createOutbox({ jobs, clock });
   const sender = createSender({
     policy: destinations,
     connectTimeoutMs: config.webhooks.connectTimeoutMs,
     timeoutMs: config.webhooks.timeoutMs,
   });
-  const users = createUserService({ orm, clock, box, phoneKey: deps.dataKeys["phone-hash"] });
-  const consents = createConsentService({ orm, clock, outbox });
+  const users = createUserService({ clock, box, phoneKey: deps.dataKeys["phone-hash"] });
+  const consents = createConsentService({ clock, outbox });
   const consentLinks = createConsentLinkService({
-    orm,
     clock,
     box,
     users,
@@ -76,23 +76,21 @@ export function createServices(deps: ServiceDeps) {
     publicUrl: deps.publicUrl,
     allowLocalRedirects: config.allowLocalWebhooks,
   });
-  const signingKeys = createSigningKeyService({ orm, clock, box, changes });
+  const signingKeys = createSigningKeyService({ clock, box, changes });
   const ledger = createLedgerService({
-    orm,
     clock,
     counterpartyKey: deps.dataKeys["counterparty-hash"],
   });
   const metrics = createMetrics();
   registerDatabaseGauges(metrics, orm, clock);
-  const instruments = createPaymentInstrumentStore({ orm, box, now: () => clock.now() });
+  const instruments = createPaymentInstrumentStore({ box, now: () => clock.now() });
   // Production pays through the HTTP provider when it is configured; sandbox always through the simulator.
   const paystack = config.paymentProvider
     ? createPaystackProvider({ config: config.paymentProvider, instruments, logger })
     : undefined;
   const disbursements = createDisbursementService({
-    orm,
     clock,
-    boss,
+    jobs,
     outbox,
     providers: paystack ? { sandbox: sandboxProvider, production: paystack } : { sandbox: sandboxProvider },
     instruments,
@@ -100,17 +98,16 @@ export function createServices(deps: ServiceDeps) {
     metrics,
     leaseMs: config.payoutResumeAfterMs,
   });
-  const standing = createStandingService({ orm, clock, outbox });
-  const repayments = createRepaymentService({ orm, clock, boss, outbox, ledger, disbursements, metrics });
+  const standing = createStandingService({ clock, outbox });
+  const repayments = createRepaymentService({ clock, outbox, ledger, disbursements, metrics });
   return {
     ledger,
     instruments,
     standing,
-    snapshots: createSnapshotService({ orm, clock, signingKeys }),
+    snapshots: createSnapshotService({ clock, signingKeys }),
     disbursements,
     repayments,
     sandbox: createSandboxService({
-      orm,
       clock,
       users,
       consents,
@@ -119,7 +116,7 @@ export function createServices(deps: ServiceDeps) {
       disbursements,
       repayments,
     }),
-    fixtures: createSandboxFixtures({ orm, now: () => clock.now(), users, ledger, standing, logger }),
+    fixtures: createSandboxFixtures({ now: () => clock.now(), users, ledger, standing, logger }),
     providerWebhooks: createProviderWebhooks({ paystack, disbursements, repayments, logger }),
     users,
     consents,
@@ -129,18 +126,17 @@ export function createServices(deps: ServiceDeps) {
       csrfKey: deps.dataKeys["consent-csrf"],
       logger,
     }),
-    partners: createPartnerService({ orm, clock }),
-    apiKeys: createApiKeyService({ orm, clock, changes }),
+    partners: createPartnerService({ clock }),
+    apiKeys: createApiKeyService({ clock, changes }),
     signingKeys,
-    rateLimiter: createRateLimiter({ orm, limits: config.rateLimits }),
-    idempotency: createIdempotencyService({ orm, clock, box }),
+    rateLimiter: createRateLimiter({ limits: config.rateLimits }),
+    idempotency: createIdempotencyService({ clock, box }),
     outbox,
     sender,
-    webhooks: createWebhookService({ orm, clock, box, outbox, destinations }),
-    deliveries: createDeliveriesService({ orm, clock }),
+    webhooks: createWebhookService({ clock, box, outbox, destinations }),
+    deliveries: createDeliveriesService({ clock }),
     metrics,
     deliveryWorker: createDeliveryWorker({
-      orm,
       clock,
       box,
       sender,

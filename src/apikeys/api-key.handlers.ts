@@ -4,6 +4,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { ApiKey_Status, type ApiKeySchema, type ApiKeyService } from "../../gen/internal/v1/api_keys_pb.ts";
 import type { Clock } from "../platform/clock.ts";
 import { validationFailed } from "../platform/errors.ts";
+import { emOf } from "../platform/rpc/context.ts";
 import type { ApiKeyRow, Environment } from "./api-key.entity.ts";
 import { apiKeyStatus, type ApiKeyService as Keys } from "./api-key.service.ts";
 
@@ -29,21 +30,25 @@ function toApiKey(row: ApiKeyRow, now: Date): MessageInitShape<typeof ApiKeySche
 /** `internal.v1.ApiKeyService`. */
 export function createApiKeyHandlers(keys: Keys, clock: Clock): ServiceImpl<typeof ApiKeyService> {
   return {
-    async issueApiKey(req) {
-      const { row, key } = await keys.issue(req.partnerId, parseEnvironment(req.environment));
+    async issueApiKey(req, ctx) {
+      const { row, key } = await keys.issue(
+        emOf(ctx.values),
+        req.partnerId,
+        parseEnvironment(req.environment),
+      );
       return { apiKey: toApiKey(row, clock.now()), key };
     },
-    async rollApiKey(req) {
-      const { old, row, key } = await keys.roll(req.keyId, req.expiresInHours);
+    async rollApiKey(req, ctx) {
+      const { old, row, key } = await keys.roll(emOf(ctx.values), req.keyId, req.expiresInHours);
       const now = clock.now();
       return { oldApiKey: toApiKey(old, now), apiKey: toApiKey(row, now), key };
     },
-    async revokeApiKey(req) {
-      return { apiKey: toApiKey(await keys.revoke(req.keyId), clock.now()) };
+    async revokeApiKey(req, ctx) {
+      return { apiKey: toApiKey(await keys.revoke(emOf(ctx.values), req.keyId), clock.now()) };
     },
-    async listApiKeys(req) {
+    async listApiKeys(req, ctx) {
       const now = clock.now();
-      return { apiKeys: (await keys.list(req.partnerId)).map((r) => toApiKey(r, now)) };
+      return { apiKeys: (await keys.list(emOf(ctx.values), req.partnerId)).map((r) => toApiKey(r, now)) };
     },
   };
 }

@@ -4,7 +4,7 @@ import { ms } from "../platform/clock.ts";
 import { randomBase62, sha256, sha256Hex } from "../platform/crypto/tokens.ts";
 import type { ChangeFeed } from "../platform/db/change-feed.ts";
 import { notifySql } from "../platform/db/change-feed.ts";
-import type { Em, Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
 import { ApiKeyEntity, type ApiKeyRow, type Environment } from "./api-key.entity.ts";
@@ -37,7 +37,6 @@ const MAX_ROLL_HOURS = 168;
 
 /** Options for {@link createApiKeyService}. */
 export interface ApiKeyServiceOptions {
-  orm: Orm;
   clock: Clock;
   changes: ChangeFeed;
 }
@@ -54,7 +53,7 @@ interface Cached {
 export type ApiKeyService = ReturnType<typeof createApiKeyService>;
 
 /** Creates the API key service. */
-export function createApiKeyService({ orm, clock, changes }: ApiKeyServiceOptions) {
+export function createApiKeyService({ clock, changes }: ApiKeyServiceOptions) {
   const byHash = new Map<string, Cached>();
   changes.subscribe("api_key", (id) => {
     if (id === "*") return byHash.clear();
@@ -98,8 +97,11 @@ export function createApiKeyService({ orm, clock, changes }: ApiKeyServiceOption
 
   return {
     /** Issues the first key of a partner in an environment. The secret is returned here only. */
-    async issue(partnerId: string, environment: Environment): Promise<{ row: ApiKeyRow; key: string }> {
-      const em = orm.em.fork();
+    async issue(
+      em: Em,
+      partnerId: string,
+      environment: Environment,
+    ): Promise<{ row: ApiKeyRow; key: string }> {
       if (!(await partnerExists(em, partnerId))) throw new ApiError("not_found", `No partner ${partnerId}.`);
       const minted = mint(partnerId, environment, clock.now());
       try {
@@ -119,14 +121,14 @@ export function createApiKeyService({ orm, clock, changes }: ApiKeyServiceOption
      * Replaces an active key. The old key keeps working until `now + expiresInHours` so the partner can
      * deploy the new one; both are valid in between (CONTRACT.md §2).
      */
-    async roll(keyId: string, expiresInHours = DEFAULT_ROLL_HOURS) {
+    async roll(em: Em, keyId: string, expiresInHours = DEFAULT_ROLL_HOURS) {
       if (!Number.isInteger(expiresInHours) || expiresInHours < 0 || expiresInHours > MAX_ROLL_HOURS) {
         throw new ApiError(
           "invalid_argument",
           `expires_in_hours must be an integer from 0 to ${MAX_ROLL_HOURS}.`,
         );
       }
-      return orm.em.fork().transactional(async (em) => {
+      return em.transactional(async (em) => {
         const old = await loadOrThrow(em, keyId, true);
         const now = clock.now();
         if (apiKeyStatus(old, now) !== "ACTIVE") {
@@ -149,8 +151,8 @@ export function createApiKeyService({ orm, clock, changes }: ApiKeyServiceOption
     },
 
     /** Revokes a key at once, on every instance (the change feed drops it from every cache). */
-    async revoke(keyId: string): Promise<ApiKeyRow> {
-      const row = await orm.em.fork().transactional(async (em) => {
+    async revoke(em: Em, keyId: string): Promise<ApiKeyRow> {
+      const row = await em.transactional(async (em) => {
         const found = await loadOrThrow(em, keyId, true);
         if (!found.revokedAt) {
           found.revokedAt = clock.now();
@@ -164,8 +166,7 @@ export function createApiKeyService({ orm, clock, changes }: ApiKeyServiceOption
     },
 
     /** A partner's keys, newest first. */
-    async list(partnerId: string): Promise<ApiKeyRow[]> {
-      const em = orm.em.fork();
+    async list(em: Em, partnerId: string): Promise<ApiKeyRow[]> {
       if (!(await partnerExists(em, partnerId))) throw new ApiError("not_found", `No partner ${partnerId}.`);
       return em.find(ApiKeyEntity, { partnerId }, { orderBy: { createdAt: "desc", id: "desc" } });
     },
@@ -175,7 +176,7 @@ export function createApiKeyService({ orm, clock, changes }: ApiKeyServiceOption
      * `unauthenticated` (missing or malformed), `invalid_api_key` (unknown), `api_key_revoked`,
      * `api_key_expired` (rolled, past its overlap).
      */
-    async authenticate(secret: string | undefined): Promise<Caller> {
+    async authenticate(em: Em, secret: string | undefined): Promise<Caller> {
       if (!secret) throw new ApiError("unauthenticated");
       const shape = KEY_SHAPE.exec(secret);
       if (!shape)
@@ -191,7 +192,7 @@ export function createApiKeyService({ orm, clock, changes }: ApiKeyServiceOption
         row = hit.row;
       } else {
         // The lookup is by digest, so comparing secrets never happens character by character.
-        const found = await orm.em.fork().findOne(ApiKeyEntity, { keyHash: Buffer.from(hex, "hex") });
+        const found = await em.findOne(ApiKeyEntity, { keyHash: Buffer.from(hex, "hex") });
         row = found && {
           id: found.id,
           partnerId: found.partnerId,

@@ -1,7 +1,7 @@
 // `npm run db:migrate`: applies pending migrations (and pg-boss's schema) and exits. The service also
 // migrates at start, under the same advisory lock, so this is for deployments that migrate as a step.
 import { ConfigError, loadConfig } from "../config.ts";
-import { createOrm, migrate } from "../platform/db/orm.ts";
+import { migrate } from "../platform/db/orm.ts";
 import { startBoss } from "../platform/jobs/boss.ts";
 import { createLogger } from "../platform/logger.ts";
 import { resolveRuntime } from "../runtime.ts";
@@ -14,13 +14,8 @@ try {
   });
   const runtime = await resolveRuntime(config, logger);
   try {
-    const orm = await createOrm({ databaseUrl: runtime.databaseUrl, poolSize: 2, logger });
-    try {
-      const applied = await migrate(orm, runtime.databaseUrl);
-      logger.info(applied.length ? "applied migrations" : "no pending migrations", { migrations: applied });
-    } finally {
-      await orm.close();
-    }
+    const applied = await migrate(runtime.databaseUrl, logger);
+    logger.info(applied.length ? "applied migrations" : "no pending migrations", { migrations: applied });
     const boss = await startBoss({ databaseUrl: runtime.databaseUrl, logger, supervise: false });
     await boss.stop({ graceful: false, close: true });
   } finally {

@@ -24,11 +24,11 @@ try {
   const logger = createLogger({ level: "warn", bindings: { service: "partner-api", task: "rekey" } });
   const runtime = await resolveRuntime(config, logger);
   try {
+    await migrate(runtime.databaseUrl, logger);
     const orm = await createOrm({ databaseUrl: runtime.databaseUrl, poolSize: 2, logger });
     try {
-      await migrate(orm, runtime.databaseUrl);
       const box = createSecretBox(runtime.masterKey, runtime.acceptedMasterKeys);
-      const reports = await rekey(orm, box, { dryRun: flags.check });
+      const reports = await rekey(orm.em.fork(), box, { dryRun: flags.check });
       const remaining = reports.reduce((n, r) => n + r.remaining, 0);
       const resealed = reports.reduce((n, r) => n + r.resealed, 0);
       if (flags.json) {

@@ -4,7 +4,7 @@ import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import { randomBase62, sha256 } from "../platform/crypto/tokens.ts";
-import type { Em, Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { inTransaction, sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
@@ -63,7 +63,6 @@ export type ConsentLinkService = ReturnType<typeof createConsentLinkService>;
 
 /** Options for {@link createConsentLinkService}. */
 export interface ConsentLinkServiceOptions {
-  orm: Orm;
   clock: Clock;
   box: SecretBox;
   users: UserService;
@@ -129,18 +128,15 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
     }
     const userId = await o.users.byPhone(tx, row.environment, row.phone_hash);
     if (!userId) return { outcome: "no_account", link: current };
-    const consent = await o.consents.grant(
-      {
-        partnerId: row.partner_id,
-        environment: row.environment,
-        userId,
-        scopes: row.scopes,
-        ledgerWindowDays: row.ledger_window_days,
-        maxLedgerWindowDays: row.max_ledger_window_days,
-        source: "CONSENT_LINK",
-      },
-      tx,
-    );
+    const consent = await o.consents.grant(tx, {
+      partnerId: row.partner_id,
+      environment: row.environment,
+      userId,
+      scopes: row.scopes,
+      ledgerWindowDays: row.ledger_window_days,
+      maxLedgerWindowDays: row.max_ledger_window_days,
+      source: "CONSENT_LINK",
+    });
     const [updated] = await sql<LinkRow>(
       tx,
       `update consent_links set status = 'ACCEPTED', decided_at = $2, consent_id = $3 where id = $1 returning ${COLUMNS}`,
@@ -151,9 +147,9 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
 
   return {
     async create(
+      em: Em,
       caller: Caller,
       input: GrantTerms & { phoneNumber: string; expiresInHours: number | undefined; redirectUrl: string },
-      em?: Em,
     ): Promise<LinkView> {
       if (!isE164(input.phoneNumber)) throw new ApiError("invalid_phone_number");
       const terms = checkGrantTerms(input);
@@ -165,7 +161,7 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
       const id = newId("cnl");
       const token = randomBase62(32);
       const now = o.clock.now();
-      return inTransaction(em ?? o.orm.em.fork(), async (tx) => {
+      return inTransaction(em, async (tx) => {
         const [row] = await sql<LinkRow>(
           tx,
           `insert into consent_links (id, partner_id, environment, token_hash, token_enc, phone_hash, phone_last4, scopes,
@@ -191,10 +187,10 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
       });
     },
 
-    async get(caller: Caller, id: string): Promise<LinkView> {
+    async get(em: Em, caller: Caller, id: string): Promise<LinkView> {
       const [row] = isId("cnl", id)
         ? await sql<LinkRow>(
-            o.orm.em.fork(),
+            em,
             `select ${COLUMNS} from consent_links where id = $1 and partner_id = $2 and environment = $3`,
             [id, caller.partnerId, caller.environment],
           )
@@ -204,8 +200,7 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
     },
 
     /** What the page shows for a token, used or not. */
-    async page(token: string): Promise<PageView> {
-      const em = o.orm.em.fork();
+    async page(em: Em, token: string): Promise<PageView> {
       const row = await byToken(em, token, false);
       const [partner] = await sql<{ name: string }>(em, "select name from partners where id = $1", [
         row.partner_id,
@@ -217,15 +212,13 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
      * The person's decision. Only a PENDING, unexpired link can be decided, once: anything else is
      * `consent_link_gone`. Accepting writes the consent (and its event) in the same transaction.
      */
-    async decide(token: string, accept: boolean): Promise<Decision> {
-      return o.orm.em
-        .fork()
-        .transactional(async (tx) => decideRow(tx, await byToken(tx, token, true), accept));
+    async decide(em: Em, token: string, accept: boolean): Promise<Decision> {
+      return em.transactional(async (tx) => decideRow(tx, await byToken(tx, token, true), accept));
     },
 
     /** The person's decision on a link of the caller's, by id (the sandbox helpers act for the person). */
-    async decideById(caller: Caller, id: string, accept: boolean): Promise<Decision> {
-      return o.orm.em.fork().transactional(async (tx) => {
+    async decideById(em: Em, caller: Caller, id: string, accept: boolean): Promise<Decision> {
+      return em.transactional(async (tx) => {
         const [row] = isId("cnl", id)
           ? await sql<LinkRow>(
               tx,

@@ -12,9 +12,8 @@ import {
   type ConsentSchema,
 } from "../../gen/partner/v1/consents_pb.ts";
 import type { Environment } from "../apikeys/api-key.entity.ts";
-import type { Orm } from "../platform/db/orm.ts";
 import { validationFailed } from "../platform/errors.ts";
-import { callerOf, kTx } from "../platform/rpc/context.ts";
+import { callerOf, emOf } from "../platform/rpc/context.ts";
 import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
 import type { UserService } from "../users/user.service.ts";
 import type { ConsentRow, ConsentService } from "./consent.service.ts";
@@ -64,33 +63,31 @@ export function createConsentHandlers(
 ): ServiceImpl<typeof ConsentApi> {
   return {
     async getConsent(req, ctx) {
-      return { consent: toConsent(await consents.get(callerOf(ctx.values), req.id)) };
+      return { consent: toConsent(await consents.get(emOf(ctx.values), callerOf(ctx.values), req.id)) };
     },
     async getUserConsent(req, ctx) {
-      return { consent: toConsent(await consents.newestForUser(callerOf(ctx.values), req.userId)) };
+      return {
+        consent: toConsent(await consents.newestForUser(emOf(ctx.values), callerOf(ctx.values), req.userId)),
+      };
     },
     async revokeConsent(req, ctx) {
       return {
-        consent: toConsent(await consents.revokeByPartner(callerOf(ctx.values), req.id, ctx.values.get(kTx))),
+        consent: toConsent(await consents.revokeByPartner(emOf(ctx.values), callerOf(ctx.values), req.id)),
       };
     },
     async createConsentLink(req, ctx) {
-      const link = await links.create(
-        callerOf(ctx.values),
-        {
-          phoneNumber: req.phoneNumber,
-          scopes: req.scopes,
-          ledgerWindowDays: req.ledgerWindowDays,
-          maxLedgerWindowDays: req.maxLedgerWindowDays,
-          expiresInHours: req.expiresInHours,
-          redirectUrl: req.redirectUrl,
-        },
-        ctx.values.get(kTx),
-      );
+      const link = await links.create(emOf(ctx.values), callerOf(ctx.values), {
+        phoneNumber: req.phoneNumber,
+        scopes: req.scopes,
+        ledgerWindowDays: req.ledgerWindowDays,
+        maxLedgerWindowDays: req.maxLedgerWindowDays,
+        expiresInHours: req.expiresInHours,
+        redirectUrl: req.redirectUrl,
+      });
       return { consentLink: toLink(link) };
     },
     async getConsentLink(req, ctx) {
-      return { consentLink: toLink(await links.get(callerOf(ctx.values), req.id)) };
+      return { consentLink: toLink(await links.get(emOf(ctx.values), callerOf(ctx.values), req.id)) };
     },
   };
 }
@@ -107,16 +104,16 @@ export function createUserHandlers(
   instruments: PaymentInstrumentStore,
 ): ServiceImpl<typeof UserApi> {
   return {
-    async setPaymentInstruments(req) {
-      return instruments.put(req.userId, {
+    async setPaymentInstruments(req, ctx) {
+      return instruments.put(emOf(ctx.values), req.userId, {
         bankRecipientCode: req.bankRecipientCode,
         walletRecipientCode: req.walletRecipientCode,
         debitAuthorizationCode: req.debitAuthorizationCode,
         debitEmail: req.debitEmail,
       });
     },
-    async upsertUser(req) {
-      const { created } = await users.upsert({
+    async upsertUser(req, ctx) {
+      const { created } = await users.upsert(emOf(ctx.values), {
         id: req.id,
         phoneNumber: req.phoneNumber,
         segment: req.segment,
@@ -132,12 +129,12 @@ export function createUserHandlers(
 export function createConsentAdminHandlers(
   consents: ConsentService,
   users: UserService,
-  orm: Orm,
 ): ServiceImpl<typeof ConsentAdminService> {
   return {
-    async grantConsent(req) {
-      const userEnvironment = (await users.environmentOf(orm.em.fork(), req.userId)) ?? "production";
-      const consent = await consents.grant({
+    async grantConsent(req, ctx) {
+      const em = emOf(ctx.values);
+      const userEnvironment = (await users.environmentOf(em, req.userId)) ?? "production";
+      const consent = await consents.grant(em, {
         partnerId: req.partnerId,
         environment: environmentOr(req.environment, userEnvironment),
         userId: req.userId,
@@ -149,11 +146,11 @@ export function createConsentAdminHandlers(
       });
       return { consent: toConsent(consent) };
     },
-    async revokeConsent(req) {
-      return { consent: toConsent(await consents.revokeByUser(req.consentId)) };
+    async revokeConsent(req, ctx) {
+      return { consent: toConsent(await consents.revokeByUser(emOf(ctx.values), req.consentId)) };
     },
-    async listUserConsents(req) {
-      const rows = await consents.listForUser(req.userId);
+    async listUserConsents(req, ctx) {
+      const rows = await consents.listForUser(emOf(ctx.values), req.userId);
       return {
         consents: rows.map((r) => ({
           consent: toConsent(r),

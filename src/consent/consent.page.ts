@@ -2,6 +2,7 @@ import { createHmac, randomBytes } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
 import { constantTimeEqualStrings } from "../platform/crypto/tokens.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { ApiError, isApiError } from "../platform/errors.ts";
 import type { AnyResponse } from "../platform/http/rest-errors.ts";
 import { restErrorBody } from "../platform/http/rest-errors.ts";
@@ -198,12 +199,12 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
   };
 
   return {
-    /** Serves `GET` and `POST /consent/{token}`. */
-    async handle(req: Req, res: AnyResponse, requestId: string): Promise<void> {
+    /** Serves `GET` and `POST /consent/{token}`, on `em`, the request's unit of work. */
+    async handle(em: Em, req: Req, res: AnyResponse, requestId: string): Promise<void> {
       const token = decodeURIComponent((req.url ?? "").split("?")[0]?.slice("/consent/".length) ?? "");
       try {
         if (req.method === "GET" || req.method === "HEAD") {
-          const view = await links.page(token);
+          const view = await links.page(em, token);
           if (view.link.status !== "PENDING") {
             return fail(req, res, requestId, new ApiError("consent_link_gone"), gonePage(view.link));
           }
@@ -246,7 +247,7 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
             message("Please choose", "Choose allow or don't allow."),
           );
         }
-        const result = await links.decide(token, decision === "accept");
+        const result = await links.decide(em, token, decision === "accept");
         if (result.outcome === "no_account") {
           return send(
             res,
@@ -280,7 +281,7 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
         );
       } catch (err) {
         if (isApiError(err) && err.code === "consent_link_gone") {
-          const view = await links.page(token).catch(() => undefined);
+          const view = await links.page(em, token).catch(() => undefined);
           return fail(
             req,
             res,

@@ -2,7 +2,7 @@ import type { Environment } from "../apikeys/api-key.entity.ts";
 import type { Caller } from "../apikeys/api-key.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
-import type { Em, Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { inTransaction, sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
@@ -90,7 +90,7 @@ const COLUMNS = `id, partner_id, environment, user_id, status, scopes, ledger_wi
 export type ConsentService = ReturnType<typeof createConsentService>;
 
 /** Consent records (CONTRACT.md §4): grant, revoke, read, expire; every change raises its event. */
-export function createConsentService({ orm, clock, outbox }: { orm: Orm; clock: Clock; outbox: Outbox }) {
+export function createConsentService({ clock, outbox }: { clock: Clock; outbox: Outbox }) {
   const revokedPayload = (c: ConsentRow) => ({
     consentId: c.id,
     userId: c.user_id,
@@ -141,6 +141,7 @@ export function createConsentService({ orm, clock, outbox }: { orm: Orm; clock: 
      * user's previous ACTIVE consent for the partner is superseded (REVOKED by SYSTEM, `supersededBy` set).
      */
     async grant(
+      em: Em,
       input: GrantTerms & {
         partnerId: string;
         environment: Environment;
@@ -148,13 +149,12 @@ export function createConsentService({ orm, clock, outbox }: { orm: Orm; clock: 
         source: "DASHBOARD" | "CONSENT_LINK";
         expiresAt?: Date | undefined;
       },
-      em?: Em,
     ): Promise<ConsentRow> {
       const terms = checkGrantTerms(input);
       const now = clock.now();
       const expiresAt = input.expiresAt ?? new Date(now.getTime() + DEFAULT_CONSENT_MS);
       if (expiresAt <= now) throw validationFailed({ expiresAt: "must be in the future" });
-      return inTransaction(em ?? orm.em.fork(), async (tx) => {
+      return inTransaction(em, async (tx) => {
         const [user] = await sql<{ environment: Environment }>(
           tx,
           "select environment from users where id = $1",
@@ -224,15 +224,15 @@ export function createConsentService({ orm, clock, outbox }: { orm: Orm; clock: 
     },
 
     /** The partner ends one of its consents. */
-    async revokeByPartner(caller: Caller, id: string, em?: Em): Promise<ConsentRow> {
-      return inTransaction(em ?? orm.em.fork(), async (tx) =>
+    async revokeByPartner(em: Em, caller: Caller, id: string): Promise<ConsentRow> {
+      return inTransaction(em, async (tx) =>
         end(tx, await ownedBy(tx, caller, id, true), "PARTNER", "REVOKED"),
       );
     },
 
     /** The person ends a consent from the dashboard. */
-    async revokeByUser(id: string): Promise<ConsentRow> {
-      return orm.em.fork().transactional(async (tx) => {
+    async revokeByUser(em: Em, id: string): Promise<ConsentRow> {
+      return em.transactional(async (tx) => {
         const [row] = isId("cns", id)
           ? await sql<ConsentRow>(tx, `select ${COLUMNS} from consents where id = $1 for update`, [id])
           : [];
@@ -241,14 +241,14 @@ export function createConsentService({ orm, clock, outbox }: { orm: Orm; clock: 
       });
     },
 
-    async get(caller: Caller, id: string): Promise<ConsentRow> {
-      return ownedBy(orm.em.fork(), caller, id);
+    async get(em: Em, caller: Caller, id: string): Promise<ConsentRow> {
+      return ownedBy(em, caller, id);
     },
 
     /** The newest consent the user gave the caller, whatever its status. */
-    async newestForUser(caller: Caller, userId: string): Promise<ConsentRow> {
+    async newestForUser(em: Em, caller: Caller, userId: string): Promise<ConsentRow> {
       const [row] = await sql<ConsentRow>(
-        orm.em.fork(),
+        em,
         `select ${COLUMNS} from consents where partner_id = $1 and environment = $2 and user_id = $3
           order by granted_at desc, id desc limit 1`,
         [caller.partnerId, caller.environment, userId],
@@ -258,9 +258,9 @@ export function createConsentService({ orm, clock, outbox }: { orm: Orm; clock: 
     },
 
     /** Every consent of a user, newest first, with the partner's name (the dashboard's list). */
-    async listForUser(userId: string): Promise<(ConsentRow & { partner_name: string })[]> {
+    async listForUser(em: Em, userId: string): Promise<(ConsentRow & { partner_name: string })[]> {
       return sql(
-        orm.em.fork(),
+        em,
         `select ${COLUMNS.replace(/(\w+)/g, "c.$1")}, p.name as partner_name from consents c join partners p on p.id = c.partner_id
           where c.user_id = $1 order by c.granted_at desc, c.id desc`,
         [userId],
@@ -268,8 +268,8 @@ export function createConsentService({ orm, clock, outbox }: { orm: Orm; clock: 
     },
 
     /** Expires consents past `expiresAt`, each with `consent.revoked` (`revokedBy: SYSTEM`). */
-    async expireDue(limit = 500): Promise<number> {
-      return orm.em.fork().transactional(async (tx) => {
+    async expireDue(em: Em, limit = 500): Promise<number> {
+      return em.transactional(async (tx) => {
         const due = await sql<ConsentRow>(
           tx,
           `select ${COLUMNS} from consents where status = 'ACTIVE' and expires_at <= $1

@@ -8,7 +8,7 @@ import {
   Repayment_Status,
   type RepaymentSchema,
 } from "../../gen/partner/v1/disbursements_pb.ts";
-import { callerOf, kTx } from "../platform/rpc/context.ts";
+import { callerOf, emOf } from "../platform/rpc/context.ts";
 import type { DisbursementRow, DisbursementService } from "./disbursement.service.ts";
 import type { RepaymentRow, RepaymentService } from "./repayment.service.ts";
 
@@ -60,14 +60,14 @@ export function createDisbursementHandlers(
 ): ServiceImpl<typeof DisbursementApi> {
   return {
     async listRepayments(req, ctx) {
-      const rows = await repayments.list(callerOf(ctx.values), req.disbursementId);
+      const rows = await repayments.list(emOf(ctx.values), callerOf(ctx.values), req.disbursementId);
       return {
         repayments: rows.map(toRepayment),
         hasMore: false,
       };
     },
     async getBooks(req, ctx) {
-      const b = await repayments.books(callerOf(ctx.values), req.from, req.to);
+      const b = await repayments.books(emOf(ctx.values), callerOf(ctx.values), req.from, req.to);
       return {
         entries: b.entries.map((e) => ({
           kind: e.kind,
@@ -90,21 +90,17 @@ export function createDisbursementHandlers(
           : req.destination === Disbursement_Destination.BANK
             ? "BANK"
             : undefined;
-      const row = await disbursements.create(
-        caller,
-        {
-          userId: req.userId,
-          principalKobo: req.principalKobo,
-          destination,
-          reference: req.reference,
-          installments: (req.repaymentSchedule?.installments ?? []).map((i) => ({
-            dueDate: i.dueDate,
-            amountKobo: i.amountKobo,
-          })),
-          scheduleAcceptedAt: req.scheduleAcceptedAt,
-        },
-        ctx.values.get(kTx),
-      );
+      const row = await disbursements.create(emOf(ctx.values), caller, {
+        userId: req.userId,
+        principalKobo: req.principalKobo,
+        destination,
+        reference: req.reference,
+        installments: (req.repaymentSchedule?.installments ?? []).map((i) => ({
+          dueDate: i.dueDate,
+          amountKobo: i.amountKobo,
+        })),
+        scheduleAcceptedAt: req.scheduleAcceptedAt,
+      });
       return {
         disbursement: toDisbursement(
           row,
@@ -116,7 +112,7 @@ export function createDisbursementHandlers(
       };
     },
     async getDisbursement(req, ctx) {
-      const { row, installments } = await disbursements.get(callerOf(ctx.values), req.id);
+      const { row, installments } = await disbursements.get(emOf(ctx.values), callerOf(ctx.values), req.id);
       return { disbursement: toDisbursement(row, installments) };
     },
   };

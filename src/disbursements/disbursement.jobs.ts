@@ -1,4 +1,4 @@
-import type { PgBoss } from "pg-boss";
+import type { Jobs } from "../platform/jobs/jobs.ts";
 import type { DisbursementService } from "./disbursement.service.ts";
 import { COLLECT_QUEUE, PAYOUT_QUEUE } from "./disbursement.service.ts";
 import type { RepaymentService } from "./repayment.service.ts";
@@ -9,12 +9,12 @@ import type { RepaymentService } from "./repayment.service.ts";
  * job was lost and any payout left unfinished (which also asks the provider about transfers still pending).
  */
 export async function registerDisbursementJobs(
-  boss: PgBoss,
+  jobs: Jobs,
   disbursements: DisbursementService,
   repayments: RepaymentService,
   resumeAfterMs: number,
 ): Promise<void> {
-  await boss.work<{ disbursementId: string }>(
+  await jobs.work(
     PAYOUT_QUEUE,
     // A retried job (the provider could not answer) becomes due without a NOTIFY: poll for it every 2 s.
     {
@@ -23,26 +23,23 @@ export async function registerDisbursementJobs(
       burstWhenBatchFull: true,
       pollingIntervalSeconds: 1,
       notifyPollingIntervalSeconds: 2,
+      parallel: true,
     },
-    async (jobs) => {
-      await Promise.all(jobs.map((j) => disbursements.payout(j.data.disbursementId)));
-    },
+    (em, data) => disbursements.payout(em, data.disbursementId),
   );
-  await boss.work<{ installmentId: string }>(
+  await jobs.work(
     COLLECT_QUEUE,
     { batchSize: 10, burstWhenBatchFull: true, notifyPollingIntervalSeconds: 5 },
-    async (jobs) => {
-      for (const j of jobs) await repayments.collect(j.data.installmentId);
-    },
+    (em, data) => repayments.collect(em, data.installmentId),
   );
-  await boss.work("repayments.sweep", { batchSize: 1 }, async () => ({
-    collected: await repayments.collectDue(),
+  await jobs.work("repayments.sweep", { batchSize: 1 }, async (em) => ({
+    collected: await repayments.collectDue(em),
   }));
-  await boss.schedule("repayments.sweep", "* * * * *", {}, { tz: "UTC" });
-  await boss.work("disbursements.sweep", { batchSize: 1 }, async () => ({
-    resumed: await disbursements.resumeStuck(resumeAfterMs),
+  await jobs.schedule("repayments.sweep", "* * * * *", {});
+  await jobs.work("disbursements.sweep", { batchSize: 1 }, async (em) => ({
+    resumed: await disbursements.resumeStuck(em, resumeAfterMs),
   }));
-  await boss.schedule("disbursements.sweep", "* * * * *", {}, { tz: "UTC" });
+  await jobs.schedule("disbursements.sweep", "* * * * *", {});
   // A worker starting up (perhaps after a crash) finishes what was left half-done without waiting a minute.
-  await boss.send("disbursements.sweep", {});
+  await jobs.sendNow("disbursements.sweep", {});
 }

@@ -1,15 +1,14 @@
-import type { PgBoss } from "pg-boss";
-import { fromKysely } from "pg-boss";
 import type { Environment } from "../apikeys/api-key.entity.ts";
 import type { Caller } from "../apikeys/api-key.service.ts";
 import { consentRefusal } from "../consent/consent.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
-import type { Em, Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { failpoint } from "../platform/failpoints.ts";
 import { isId, newId } from "../platform/ids.ts";
+import type { Jobs } from "../platform/jobs/jobs.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
@@ -69,9 +68,8 @@ export type DisbursementService = ReturnType<typeof createDisbursementService>;
  * FAILED), asking the provider by our id, so a retried or crashed job never pays twice.
  */
 export function createDisbursementService(o: {
-  orm: Orm;
   clock: Clock;
-  boss: PgBoss;
+  jobs: Jobs;
   outbox: Outbox;
   /** The provider per environment; production has none until the HTTP adapter is configured. */
   providers: Partial<Record<Environment, PaymentProvider>>;
@@ -81,7 +79,7 @@ export function createDisbursementService(o: {
   /** How long an attempt holds a PROCESSING payout (PAYOUT_RESUME_AFTER_MS; longer than a provider call). */
   leaseMs: number;
 }) {
-  const { orm, clock, boss, outbox } = o;
+  const { clock, jobs, outbox } = o;
 
   const validate = (input: DisbursementInput, now: Date) => {
     const problems: Record<string, string> = {};
@@ -145,9 +143,13 @@ export function createDisbursementService(o: {
     );
 
   return {
-    async create(caller: Caller, input: DisbursementInput, tx: Em | undefined): Promise<DisbursementRow> {
-      // CONTRACT.md §6: a payout is never started without an idempotency key to retry it safely with.
-      if (!tx) throw new ApiError("idempotency_key_required");
+    /**
+     * Creates a disbursement, inside the transaction that stores the request's idempotency record: the edge
+     * opens one only for a request with an `Idempotency-Key` (CONTRACT.md §6: a payout is never started
+     * without a key to retry it safely with).
+     */
+    async create(tx: Em, caller: Caller, input: DisbursementInput): Promise<DisbursementRow> {
+      if (!tx.isInTransaction()) throw new ApiError("idempotency_key_required");
       const now = clock.now();
       validate(input, now);
       const provider = o.providers[caller.environment];
@@ -225,26 +227,21 @@ export function createDisbursementService(o: {
           DEBIT_HOUR_UTC,
         ],
       );
-      const db = fromKysely(tx.getTransactionContext() as never);
-      await boss.send(PAYOUT_QUEUE, { disbursementId: id }, { singletonKey: id, db });
+      await jobs.send(tx, PAYOUT_QUEUE, { disbursementId: id });
       // A debit job per installment on its date; the minute sweep catches any that is lost.
-      await boss.insert(
+      await jobs.insert(
+        tx,
         COLLECT_QUEUE,
-        installments.map((i) => ({
-          data: { installmentId: i.id },
-          startAfter: i.next_attempt_at,
-          singletonKey: i.id,
-        })),
-        { db },
+        installments.map((i) => ({ data: { installmentId: i.id }, startAfter: i.next_attempt_at })),
       );
       return row as DisbursementRow;
     },
 
     async get(
+      em: Em,
       caller: Caller,
       id: string,
     ): Promise<{ row: DisbursementRow; installments: { due_date: string; amount_kobo: string }[] }> {
-      const em = orm.em.fork();
       const [row] = isId("dsb", id)
         ? await sql<DisbursementRow>(
             em,
@@ -267,9 +264,9 @@ export function createDisbursementService(o: {
      * pending answer): the provider is asked about that reference first, so a retry never pays twice. The
      * outcome is then settled by {@link settlePayout}.
      */
-    async payout(id: string): Promise<DisbursementRow["status"]> {
+    async payout(em: Em, id: string): Promise<DisbursementRow["status"]> {
       const [claimed] = await sql<DisbursementRow & { previous_status: string }>(
-        orm.em.fork(),
+        em,
         // A PROCESSING payout is taken again only once its last attempt's lease has passed: one attempt at
         // a time per disbursement, so the provider is never asked twice at once (the job and the sweep).
         `update disbursements set status = 'PROCESSING', processing_at = $2
@@ -286,7 +283,7 @@ export function createDisbursementService(o: {
       let outcome: TransferOutcome;
       try {
         outcome = await provider.transfer(
-          orm.em.fork(),
+          em,
           {
             reference: claimed.id,
             partnerReference: claimed.reference,
@@ -298,15 +295,14 @@ export function createDisbursementService(o: {
         );
       } catch (err) {
         // The provider could not say what happened: release the lease so the retry asks again at once.
-        await sql(
-          orm.em.fork(),
-          "update disbursements set processing_at = $2 where id = $1 and status = 'PROCESSING'",
-          [id, new Date(0)],
-        );
+        await sql(em, "update disbursements set processing_at = $2 where id = $1 and status = 'PROCESSING'", [
+          id,
+          new Date(0),
+        ]);
         throw err;
       }
       failpoint("payout.after_provider");
-      return this.settlePayout(id, outcome);
+      return this.settlePayout(em, id, outcome);
     },
 
     /**
@@ -317,9 +313,9 @@ export function createDisbursementService(o: {
      * REVERSED after delivery: REVERSED with the reason, principal and fee booked back, the schedule
      * cancelled; no event (CONTRACT.md §6).
      */
-    async settlePayout(id: string, outcome: TransferOutcome): Promise<DisbursementRow["status"]> {
+    async settlePayout(em: Em, id: string, outcome: TransferOutcome): Promise<DisbursementRow["status"]> {
       let changed: { environment: string; outcome: string } | undefined;
-      const status = await orm.em.fork().transactional(async (tx) => {
+      const status = await em.transactional(async (tx) => {
         const now = clock.now();
         const [current] = await sql<DisbursementRow>(
           tx,
@@ -385,10 +381,10 @@ export function createDisbursementService(o: {
     },
 
     /** A disbursement of the environment, for the provider's webhook (which names it by our reference). */
-    async byId(environment: Environment, id: string): Promise<DisbursementRow | undefined> {
+    async byId(em: Em, environment: Environment, id: string): Promise<DisbursementRow | undefined> {
       if (!isId("dsb", id)) return undefined;
       const [row] = await sql<DisbursementRow>(
-        orm.em.fork(),
+        em,
         `select ${COLUMNS} from disbursements where id = $1 and environment = $2`,
         [id, environment],
       );
@@ -402,16 +398,16 @@ export function createDisbursementService(o: {
      * worker died mid-payout). Safe beside a live job: the provider is asked by our id and the outcome is
      * recorded once.
      */
-    async resumeStuck(olderThanMs: number): Promise<number> {
+    async resumeStuck(em: Em, olderThanMs: number): Promise<number> {
       const stuck = await sql<{ id: string }>(
-        orm.em.fork(),
+        em,
         `select id from disbursements where status in ('PENDING', 'PROCESSING')
             and coalesce(processing_at, created_at) <= $1 order by created_at limit 200`,
         [new Date(clock.now().getTime() - olderThanMs)],
       );
       for (const { id } of stuck) {
         try {
-          await this.payout(id);
+          await this.payout(em, id);
         } catch (err) {
           // One payout the provider cannot answer for now does not hold up the others.
           o.logger.warn("payout not resumed", { disbursementId: id, err });

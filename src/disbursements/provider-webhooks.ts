@@ -1,3 +1,4 @@
+import type { Em } from "../platform/db/orm.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { DisbursementService } from "./disbursement.service.ts";
 import type { PaystackProvider } from "./paystack.ts";
@@ -35,7 +36,7 @@ export function createProviderWebhooks(o: {
     enabled: () => o.paystack !== undefined,
 
     /** Handles one webhook body. Throws when the outcome could not be learnt or recorded (answer 5xx: the provider retries). */
-    async receive(body: Buffer, signature: string | undefined): Promise<ProviderWebhookResult> {
+    async receive(em: Em, body: Buffer, signature: string | undefined): Promise<ProviderWebhookResult> {
       const paystack = o.paystack;
       if (!paystack?.verifySignature(body, signature)) return { status: "bad_signature" };
       let event: { event?: unknown; data?: { reference?: unknown } };
@@ -48,19 +49,19 @@ export function createProviderWebhooks(o: {
       const reference = typeof event?.data?.reference === "string" ? event.data.reference : "";
       if (kind.startsWith("transfer.") && providerReference.isTransfer(reference)) {
         // Only production disbursements are paid through this provider.
-        const disbursement = await o.disbursements.byId("production", reference);
+        const disbursement = await o.disbursements.byId(em, "production", reference);
         if (!disbursement) return { status: "ignored" };
         const outcome = await paystack.lookupTransfer(reference, BigInt(disbursement.principal_kobo));
         if (!outcome) return { status: "ignored" };
-        const status = await o.disbursements.settlePayout(reference, outcome);
+        const status = await o.disbursements.settlePayout(em, reference, outcome);
         return { status: "settled", reference, outcome: status };
       }
       if (kind.startsWith("charge.") && providerReference.isDebit(reference)) {
-        const pending = await o.repayments.pendingDebit("production", reference);
+        const pending = await o.repayments.pendingDebit(em, "production", reference);
         if (!pending) return { status: "ignored" };
         const outcome = await paystack.lookupDebit(reference, pending.amountKobo);
         if (!outcome) return { status: "ignored" };
-        const status = await o.repayments.settleDebit(reference, outcome);
+        const status = await o.repayments.settleDebit(em, reference, outcome);
         return { status: "settled", reference, outcome: status };
       }
       o.logger.debug("provider webhook ignored", { event: kind.slice(0, 64) });

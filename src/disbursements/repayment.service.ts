@@ -1,9 +1,8 @@
-import type { PgBoss } from "pg-boss";
 import type { Caller } from "../apikeys/api-key.service.ts";
 import type { LedgerService } from "../ledger/ledger.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
-import type { Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { validationFailed } from "../platform/errors.ts";
 import type { Metrics } from "../platform/metrics.ts";
@@ -51,22 +50,20 @@ export type RepaymentService = ReturnType<typeof createRepaymentService>;
  * three times.
  */
 export function createRepaymentService(o: {
-  orm: Orm;
   clock: Clock;
-  boss: PgBoss;
   outbox: Outbox;
   ledger: LedgerService;
   disbursements: DisbursementService;
   metrics?: Metrics;
 }) {
-  const { orm, clock, outbox } = o;
+  const { clock, outbox } = o;
   return {
     /**
      * Makes one debit attempt if the installment is due; safe to call any number of times. A new attempt
      * gets a new provider reference (`rpy_…:<attempt>`), kept as the pending reference until its outcome is
      * recorded; while it is pending, a call asks the provider about it instead of charging again.
      */
-    async collect(installmentId: string): Promise<RepaymentRow["status"] | "NOT_DUE"> {
+    async collect(em: Em, installmentId: string): Promise<RepaymentRow["status"] | "NOT_DUE"> {
       const [claimed] = await sql<{
         id: string;
         amount_kobo: string;
@@ -76,7 +73,7 @@ export function createRepaymentService(o: {
         pending_reference: string;
         was_pending: boolean;
       }>(
-        orm.em.fork(),
+        em,
         `update installments i
             set attempts = i.attempts + case when old.previous_reference is null then 1 else 0 end,
                 pending_reference = coalesce(old.previous_reference, i.id || ':' || (i.attempts + 1)),
@@ -93,7 +90,7 @@ export function createRepaymentService(o: {
       if (!claimed) return "NOT_DUE";
       const provider = o.disbursements.providerFor(claimed.environment);
       const outcome = await provider.debit(
-        orm.em.fork(),
+        em,
         {
           reference: claimed.pending_reference,
           partnerReference: claimed.reference,
@@ -102,7 +99,7 @@ export function createRepaymentService(o: {
         },
         { resumed: claimed.was_pending },
       );
-      return this.settleDebit(claimed.pending_reference, outcome);
+      return this.settleDebit(em, claimed.pending_reference, outcome);
     },
 
     /**
@@ -111,117 +108,117 @@ export function createRepaymentService(o: {
      * `REPAYMENT_COLLECTED`; FAILED emits `REPAYMENT_FAILED` and schedules the next daily retry, or gives up
      * after the third. PENDING leaves it to be asked again (or settled by the webhook).
      */
-    async settleDebit(reference: string, outcome: DebitOutcome): Promise<RepaymentRow["status"] | "NOT_DUE"> {
+    async settleDebit(
+      em: Em,
+      reference: string,
+      outcome: DebitOutcome,
+    ): Promise<RepaymentRow["status"] | "NOT_DUE"> {
       let changed: { environment: string; outcome: string } | undefined;
-      const status = await orm.em
-        .fork()
-        .transactional(async (tx): Promise<RepaymentRow["status"] | "NOT_DUE"> => {
-          const at = clock.now();
-          const [claimed] = await sql<
-            RepaymentRow & { partner_id: string; environment: "sandbox" | "production"; user_id: string }
-          >(
-            tx,
-            `select i.id, i.disbursement_id, to_char(i.due_date, 'YYYY-MM-DD') as due_date, i.amount_kobo::text, i.status,
+      const status = await em.transactional(async (tx): Promise<RepaymentRow["status"] | "NOT_DUE"> => {
+        const at = clock.now();
+        const [claimed] = await sql<
+          RepaymentRow & { partner_id: string; environment: "sandbox" | "production"; user_id: string }
+        >(
+          tx,
+          `select i.id, i.disbursement_id, to_char(i.due_date, 'YYYY-MM-DD') as due_date, i.amount_kobo::text, i.status,
                   i.attempts, d.partner_id, d.environment, d.user_id
              from installments i join disbursements d on d.id = i.disbursement_id
             where i.pending_reference = $1 for update of i`,
-            [reference],
-          );
-          if (!claimed) return "NOT_DUE";
-          if (outcome.status === "PENDING") {
-            await sql(tx, "update installments set next_attempt_at = $2 where id = $1", [
-              claimed.id,
-              new Date(at.getTime() + repaymentSchedule.pendingRecheckMs),
-            ]);
-            return "SCHEDULED";
-          }
-          const payload = {
-            repaymentId: claimed.id,
-            disbursementId: claimed.disbursement_id,
-            userId: claimed.user_id,
-            amountKobo: claimed.amount_kobo,
-            dueDate: claimed.due_date,
-            attempt: claimed.attempts,
-          };
-          if (outcome.status === "SUCCESS") {
-            await sql(
-              tx,
-              `update installments set status = 'COLLECTED', collected_at = $2, next_attempt_at = null, pending_reference = null
-              where id = $1`,
-              [claimed.id, at],
-            );
-            await o.ledger.ingest(
-              [
-                {
-                  id: `repayment:${claimed.id}`,
-                  userId: claimed.user_id,
-                  amountKobo: BigInt(claimed.amount_kobo),
-                  direction: "OUT",
-                  counterpartyId: `lender:${claimed.partner_id}`,
-                  channel: "other",
-                  occurredAt: at,
-                },
-              ],
-              tx,
-            );
-            await sql(
-              tx,
-              `insert into book_entries (partner_id, environment, disbursement_id, installment_id, kind, amount_kobo, booked_at)
-             values ($1, $2, $3, $4, 'REPAYMENT_IN', $5, $6)`,
-              [
-                claimed.partner_id,
-                claimed.environment,
-                claimed.disbursement_id,
-                claimed.id,
-                claimed.amount_kobo,
-                at,
-              ],
-            );
-            await outbox.raise(tx, {
-              partnerId: claimed.partner_id,
-              environment: claimed.environment,
-              type: "REPAYMENT_COLLECTED",
-              payload: { ...payload, collectedAt: at.toISOString() },
-            });
-            changed = { environment: claimed.environment, outcome: "collected" };
-            return "COLLECTED";
-          }
-          const willRetry = claimed.attempts <= repaymentSchedule.retries;
+          [reference],
+        );
+        if (!claimed) return "NOT_DUE";
+        if (outcome.status === "PENDING") {
+          await sql(tx, "update installments set next_attempt_at = $2 where id = $1", [
+            claimed.id,
+            new Date(at.getTime() + repaymentSchedule.pendingRecheckMs),
+          ]);
+          return "SCHEDULED";
+        }
+        const payload = {
+          repaymentId: claimed.id,
+          disbursementId: claimed.disbursement_id,
+          userId: claimed.user_id,
+          amountKobo: claimed.amount_kobo,
+          dueDate: claimed.due_date,
+          attempt: claimed.attempts,
+        };
+        if (outcome.status === "SUCCESS") {
           await sql(
             tx,
-            `update installments set last_failure = $2, pending_reference = null,
-                  status = case when $3 then 'SCHEDULED' else 'FAILED' end,
-                  next_attempt_at = case when $3 then $4::timestamptz else null end,
-                  failed_at = case when $3 then null else $5::timestamptz end
-            where id = $1`,
+            `update installments set status = 'COLLECTED', collected_at = $2, next_attempt_at = null, pending_reference = null
+              where id = $1`,
+            [claimed.id, at],
+          );
+          await o.ledger.ingest(tx, [
+            {
+              id: `repayment:${claimed.id}`,
+              userId: claimed.user_id,
+              amountKobo: BigInt(claimed.amount_kobo),
+              direction: "OUT",
+              counterpartyId: `lender:${claimed.partner_id}`,
+              channel: "other",
+              occurredAt: at,
+            },
+          ]);
+          await sql(
+            tx,
+            `insert into book_entries (partner_id, environment, disbursement_id, installment_id, kind, amount_kobo, booked_at)
+             values ($1, $2, $3, $4, 'REPAYMENT_IN', $5, $6)`,
             [
+              claimed.partner_id,
+              claimed.environment,
+              claimed.disbursement_id,
               claimed.id,
-              outcome.reason,
-              willRetry,
-              new Date(at.getTime() + repaymentSchedule.retryEveryMs),
+              claimed.amount_kobo,
               at,
             ],
           );
           await outbox.raise(tx, {
             partnerId: claimed.partner_id,
             environment: claimed.environment,
-            type: "REPAYMENT_FAILED",
-            payload: { ...payload, failureCode: outcome.reason, willRetry, failedAt: at.toISOString() },
+            type: "REPAYMENT_COLLECTED",
+            payload: { ...payload, collectedAt: at.toISOString() },
           });
-          changed = { environment: claimed.environment, outcome: willRetry ? "retrying" : "failed" };
-          return willRetry ? "SCHEDULED" : "FAILED";
+          changed = { environment: claimed.environment, outcome: "collected" };
+          return "COLLECTED";
+        }
+        const willRetry = claimed.attempts <= repaymentSchedule.retries;
+        await sql(
+          tx,
+          `update installments set last_failure = $2, pending_reference = null,
+                  status = case when $3 then 'SCHEDULED' else 'FAILED' end,
+                  next_attempt_at = case when $3 then $4::timestamptz else null end,
+                  failed_at = case when $3 then null else $5::timestamptz end
+            where id = $1`,
+          [
+            claimed.id,
+            outcome.reason,
+            willRetry,
+            new Date(at.getTime() + repaymentSchedule.retryEveryMs),
+            at,
+          ],
+        );
+        await outbox.raise(tx, {
+          partnerId: claimed.partner_id,
+          environment: claimed.environment,
+          type: "REPAYMENT_FAILED",
+          payload: { ...payload, failureCode: outcome.reason, willRetry, failedAt: at.toISOString() },
         });
+        changed = { environment: claimed.environment, outcome: willRetry ? "retrying" : "failed" };
+        return willRetry ? "SCHEDULED" : "FAILED";
+      });
       if (changed) o.metrics?.debits.inc(changed);
       return status;
     },
 
     /** The debit in flight under a provider reference, in an environment (for the provider's webhook). */
     async pendingDebit(
+      em: Em,
       environment: "sandbox" | "production",
       reference: string,
     ): Promise<{ installmentId: string; amountKobo: bigint } | undefined> {
       const [row] = await sql<{ id: string; amount_kobo: string }>(
-        orm.em.fork(),
+        em,
         `select i.id, i.amount_kobo::text from installments i join disbursements d on d.id = i.disbursement_id
           where i.pending_reference = $1 and d.environment = $2`,
         [reference, environment],
@@ -230,30 +227,30 @@ export function createRepaymentService(o: {
     },
 
     /** Collects every installment due now (the minute sweep; also what a test's clock drives). */
-    async collectDue(limit = 500): Promise<number> {
+    async collectDue(em: Em, limit = 500): Promise<number> {
       const due = await sql<{ id: string }>(
-        orm.em.fork(),
+        em,
         `select i.id from installments i join disbursements d on d.id = i.disbursement_id
           where i.status = 'SCHEDULED' and i.next_attempt_at <= $1
             and (d.status = 'DELIVERED' or i.pending_reference is not null)
           order by i.next_attempt_at limit $2`,
         [clock.now(), limit],
       );
-      for (const { id } of due) await this.collect(id);
+      for (const { id } of due) await this.collect(em, id);
       return due.length;
     },
 
-    async list(caller: Caller, disbursementId: string): Promise<RepaymentRow[]> {
-      await o.disbursements.get(caller, disbursementId);
+    async list(em: Em, caller: Caller, disbursementId: string): Promise<RepaymentRow[]> {
+      await o.disbursements.get(em, caller, disbursementId);
       return sql<RepaymentRow>(
-        orm.em.fork(),
+        em,
         `select ${COLUMNS} from installments where disbursement_id = $1 order by seq`,
         [disbursementId],
       );
     },
 
     /** The partner's book entries between two dates (inclusive), with totals. */
-    async books(caller: Caller, from: string, to: string) {
+    async books(em: Em, caller: Caller, from: string, to: string) {
       const day = /^\d{4}-\d{2}-\d{2}$/;
       if ((from && !day.test(from)) || (to && !day.test(to)))
         throw validationFailed({ from: "from and to are dates YYYY-MM-DD" });
@@ -264,7 +261,7 @@ export function createRepaymentService(o: {
         amount_kobo: string;
         booked_at: Date;
       }>(
-        orm.em.fork(),
+        em,
         `select disbursement_id, installment_id, kind, amount_kobo::text, booked_at from book_entries
           where partner_id = $1 and environment = $2
             and ($3 = '' or booked_at >= $3::date) and ($4 = '' or booked_at < $4::date + 1)

@@ -3,7 +3,7 @@ import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import { constantTimeEqual, sha256 } from "../platform/crypto/tokens.ts";
-import type { Em, Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { ApiError } from "../platform/errors.ts";
 
@@ -39,7 +39,7 @@ const KEY_SHAPE = /^[\x21-\x7e]{1,255}$/;
  * different request: 422 `idempotency_key_reused`), or runs the write and stores its response in the same
  * transaction. A failed write rolls back with its record, so a retry proceeds as if nothing started.
  */
-export function createIdempotencyService({ orm, clock, box }: { orm: Orm; clock: Clock; box: SecretBox }) {
+export function createIdempotencyService({ clock, box }: { clock: Clock; box: SecretBox }) {
   // Stored responses can hold secrets (a new webhook's signing secret): they are sealed at rest.
   const aad = (scope: IdempotencyScope, key: string) =>
     idempotencyAad(scope.partnerId, scope.environment, key);
@@ -51,7 +51,9 @@ export function createIdempotencyService({ orm, clock, box }: { orm: Orm; clock:
       }
     },
 
+    /** Runs `write` in a transaction on `em` (the request's unit of work) that also stores its response. */
     async run(
+      em: Em,
       scope: IdempotencyScope,
       key: string,
       method: string,
@@ -60,7 +62,7 @@ export function createIdempotencyService({ orm, clock, box }: { orm: Orm; clock:
     ): Promise<IdempotentResult> {
       this.validateKey(key);
       const fingerprint = sha256(`${method}\n${Buffer.from(request).toString("base64")}`);
-      return orm.em.fork().transactional(async (tx) => {
+      return em.transactional(async (tx) => {
         const [lock] = await sql<{ ok: boolean }>(
           tx,
           "select pg_try_advisory_xact_lock(hashtextextended($1, 0)) as ok",
@@ -108,14 +110,19 @@ export function createIdempotencyService({ orm, clock, box }: { orm: Orm; clock:
       });
     },
 
-    /** Deletes records past their 7 days. */
-    async purgeExpired(): Promise<number> {
-      const rows = await sql(
-        orm.em.fork(),
-        "delete from idempotency_keys where expires_at < $1 returning key",
-        [clock.now()],
-      );
-      return rows.length;
+    /** Deletes records past their 7 days, a batch at a time so no statement holds many rows. */
+    async purgeExpired(em: Em, batch = 1_000): Promise<number> {
+      let total = 0;
+      for (;;) {
+        const rows = await sql(
+          em,
+          `delete from idempotency_keys where ctid in (
+             select ctid from idempotency_keys where expires_at < $1 limit $2) returning key`,
+          [clock.now(), batch],
+        );
+        total += rows.length;
+        if (rows.length < batch) return total;
+      }
     },
   };
 }

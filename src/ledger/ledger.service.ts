@@ -1,7 +1,7 @@
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import { keyedHash } from "../platform/crypto/keys.ts";
-import type { Em, Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { validationFailed } from "../platform/errors.ts";
 
@@ -35,18 +35,10 @@ export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
  * folds exactly those into the daily roll-ups and the counterparty index, so a snapshot never scans raw
  * entries and a re-sent batch changes nothing.
  */
-export function createLedgerService({
-  orm,
-  clock,
-  counterpartyKey,
-}: {
-  orm: Orm;
-  clock: Clock;
-  counterpartyKey: Buffer;
-}) {
+export function createLedgerService({ clock, counterpartyKey }: { clock: Clock; counterpartyKey: Buffer }) {
   return {
-    /** Ingests a batch; inside `em`'s transaction when given (a repayment writes its entry with its booking). */
-    async ingest(entries: LedgerEntryInput[], em?: Em): Promise<{ inserted: number; duplicates: number }> {
+    /** Ingests a batch on `em`, inside its transaction when it has one (a repayment writes its entry with its booking). */
+    async ingest(em: Em, entries: LedgerEntryInput[]): Promise<{ inserted: number; duplicates: number }> {
       if (entries.length === 0) return { inserted: 0, duplicates: 0 };
       if (entries.length > MAX_BATCH)
         throw validationFailed({ entries: `at most ${MAX_BATCH} entries per call` });
@@ -62,18 +54,14 @@ export function createLedgerService({
           throw bad("occurredAt", "must be a time not in the future");
       });
       const users = [...new Set(entries.map((e) => e.userId))];
-      const known = await sql<{ id: string }>(
-        orm.em.fork(),
-        "select id from users where id = any($1::text[])",
-        [users],
-      );
+      const known = await sql<{ id: string }>(em, "select id from users where id = any($1::text[])", [users]);
       if (known.length !== users.length) {
         const missing = users.filter((u) => !known.some((k) => k.id === u));
         throw validationFailed({ userId: `unknown users: ${missing.slice(0, 5).join(", ")}` });
       }
       const run = () =>
         sql<{ inserted: number }>(
-          orm.em.fork(),
+          em,
           `with input as (
            select * from unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bytea[], $6::text[], $7::timestamptz[])
              as t (id, user_id, amount_kobo, direction, counterparty_hash, channel, occurred_at)
@@ -127,7 +115,7 @@ export function createLedgerService({
           break;
         } catch (err) {
           // Inside a caller's transaction the failed statement has aborted it: the caller retries.
-          if ((err as { code?: string }).code !== "40P01" || attempt >= 5 || em) throw err;
+          if ((err as { code?: string }).code !== "40P01" || attempt >= 5 || em.isInTransaction()) throw err;
         }
       }
       const inserted = rows[0]?.inserted ?? 0;

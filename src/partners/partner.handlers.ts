@@ -2,6 +2,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { PartnerSchema, PartnerService } from "../../gen/internal/v1/partners_pb.ts";
+import { emOf } from "../platform/rpc/context.ts";
 import type { Partner } from "./partner.entity.ts";
 import type { PartnerService as Partners } from "./partner.service.ts";
 
@@ -12,14 +13,14 @@ function toPartner(p: Partner): MessageInitShape<typeof PartnerSchema> {
 /** `internal.v1.PartnerService`. */
 export function createPartnerHandlers(partners: Partners): ServiceImpl<typeof PartnerService> {
   return {
-    async createPartner(req) {
-      return { partner: toPartner(await partners.create(req.name, req.feeRateBps)) };
+    async createPartner(req, ctx) {
+      return { partner: toPartner(await partners.create(emOf(ctx.values), req.name, req.feeRateBps)) };
     },
-    async listPartners() {
-      return { partners: (await partners.list()).map(toPartner) };
+    async listPartners(_req, ctx) {
+      return { partners: (await partners.list(emOf(ctx.values))).map(toPartner) };
     },
-    async setPartnerFee(req) {
-      return { partner: toPartner(await partners.setFee(req.partnerId, req.feeRateBps)) };
+    async setPartnerFee(req, ctx) {
+      return { partner: toPartner(await partners.setFee(emOf(ctx.values), req.partnerId, req.feeRateBps)) };
     },
   };
 }

@@ -1,5 +1,5 @@
 import type { Clock } from "../platform/clock.ts";
-import type { Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
 import { FIXTURE_LENDER_ID } from "../sandbox/fixtures.ts";
@@ -7,7 +7,6 @@ import { type Partner, PartnerEntity } from "./partner.entity.ts";
 
 /** Options for {@link createPartnerService}. */
 export interface PartnerServiceOptions {
-  orm: Orm;
   clock: Clock;
 }
 
@@ -21,16 +20,15 @@ function checkFee(feeRateBps: number): void {
 }
 
 /** Partners and their contract fee rates. */
-export function createPartnerService({ orm, clock }: PartnerServiceOptions) {
+export function createPartnerService({ clock }: PartnerServiceOptions) {
   return {
     /** Creates a partner. */
-    async create(name: string, feeRateBps: number): Promise<Partner> {
+    async create(em: Em, name: string, feeRateBps: number): Promise<Partner> {
       const trimmed = name.trim();
       if (trimmed.length < 1 || trimmed.length > 200) {
         throw validationFailed({ name: "must be 1 to 200 characters" });
       }
       checkFee(feeRateBps);
-      const em = orm.em.fork();
       const partner = em.create(PartnerEntity, {
         id: newId("ptn"),
         name: trimmed,
@@ -41,31 +39,25 @@ export function createPartnerService({ orm, clock }: PartnerServiceOptions) {
       return partner;
     },
 
-    /** Every partner, oldest first. */
     /** The partners, oldest first; the sandbox fixture lender (a record, never a caller) is left out. */
-    async list(): Promise<Partner[]> {
-      return orm.em
-        .fork()
-        .find(
-          PartnerEntity,
-          { id: { $ne: FIXTURE_LENDER_ID } },
-          { orderBy: { createdAt: "asc", id: "asc" } },
-        );
+    async list(em: Em): Promise<Partner[]> {
+      return em.find(
+        PartnerEntity,
+        { id: { $ne: FIXTURE_LENDER_ID } },
+        { orderBy: { createdAt: "asc", id: "asc" } },
+      );
     },
 
     /** A partner, or `not_found`. */
-    async get(partnerId: string): Promise<Partner> {
-      const partner = isId("ptn", partnerId)
-        ? await orm.em.fork().findOne(PartnerEntity, { id: partnerId })
-        : null;
+    async get(em: Em, partnerId: string): Promise<Partner> {
+      const partner = isId("ptn", partnerId) ? await em.findOne(PartnerEntity, { id: partnerId }) : null;
       if (!partner) throw new ApiError("not_found", `No partner ${partnerId}.`);
       return partner;
     },
 
     /** Sets a partner's fee rate for disbursements created from now on. */
-    async setFee(partnerId: string, feeRateBps: number): Promise<Partner> {
+    async setFee(em: Em, partnerId: string, feeRateBps: number): Promise<Partner> {
       checkFee(feeRateBps);
-      const em = orm.em.fork();
       const partner = isId("ptn", partnerId) ? await em.findOne(PartnerEntity, { id: partnerId }) : null;
       if (!partner) throw new ApiError("not_found", `No partner ${partnerId}.`);
       partner.feeRateBps = feeRateBps;

@@ -1,5 +1,5 @@
 import type { BucketSpec } from "../config.ts";
-import type { Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 
 /** Reads and writes have separate buckets (CONTRACT.md §8). */
 export type RateClass = "read" | "write";
@@ -18,12 +18,12 @@ export interface RateDecision {
 
 /** A per-API-key token bucket shared by every instance through PostgreSQL. */
 export interface RateLimiter {
-  take(keyId: string, cls: RateClass): Promise<RateDecision>;
+  /** Takes a token; a refill from the shared bucket runs on `em` (never inside a transaction). */
+  take(em: Em, keyId: string, cls: RateClass): Promise<RateDecision>;
 }
 
 /** Options for {@link createRateLimiter}. */
 export interface RateLimiterOptions {
-  orm: Orm;
   limits: Record<RateClass, BucketSpec>;
   /** How long tokens taken from the shared bucket may wait locally before they are thrown away. */
   leaseTtlMs?: number;
@@ -49,15 +49,15 @@ interface Lease {
  * so instances together never exceed the bucket; a lease that goes unspent expires, which can only make
  * the limit stricter for a moment, never looser.
  */
-export function createRateLimiter({ orm, limits, leaseTtlMs = 1_000 }: RateLimiterOptions): RateLimiter {
+export function createRateLimiter({ limits, leaseTtlMs = 1_000 }: RateLimiterOptions): RateLimiter {
   const leases = new Map<string, Lease>();
   const leaseSize = (spec: BucketSpec) =>
     Math.max(1, Math.min(Math.ceil(spec.refillPerSecond / 10), Math.floor(spec.capacity / 10)));
 
-  const refill = (bucket: string, lease: Lease, spec: BucketSpec): Promise<void> => {
+  const refill = (em: Em, bucket: string, lease: Lease, spec: BucketSpec): Promise<void> => {
     lease.refill ??= (async () => {
       try {
-        const rows = await orm.em
+        const rows = await em
           .getConnection()
           .execute<{ granted: number; remaining: number }[]>("select * from rate_limit_take(?, ?, ?, ?)", [
             bucket,
@@ -94,7 +94,7 @@ export function createRateLimiter({ orm, limits, leaseTtlMs = 1_000 }: RateLimit
   };
 
   return {
-    async take(keyId, cls) {
+    async take(em, keyId, cls) {
       const spec = limits[cls];
       const bucket = `${cls}:${keyId}`;
       let lease = leases.get(bucket);
@@ -115,7 +115,7 @@ export function createRateLimiter({ orm, limits, leaseTtlMs = 1_000 }: RateLimit
       for (let round = 0; lease.tokens < 1 && round < 5; round++) {
         lease.waiting++;
         try {
-          await refill(bucket, lease, spec);
+          await refill(em, bucket, lease, spec);
         } finally {
           lease.waiting--;
         }
@@ -124,7 +124,7 @@ export function createRateLimiter({ orm, limits, leaseTtlMs = 1_000 }: RateLimit
       if (lease.tokens < 1) return decision(lease, spec, false);
       lease.tokens -= 1;
       if (leaseSize(spec) > 1 && lease.tokens < leaseSize(spec) / 2 && !lease.refill) {
-        refill(bucket, lease, spec).catch(() => undefined);
+        refill(em, bucket, lease, spec).catch(() => undefined);
       }
       return decision(lease, spec, true);
     },

@@ -1,6 +1,6 @@
 import type { LedgerEntryInput, LedgerService } from "../ledger/ledger.service.ts";
 import { ms } from "../platform/clock.ts";
-import type { Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { StandingService } from "../standing/standing.service.ts";
@@ -229,7 +229,6 @@ export type SandboxFixtures = ReturnType<typeof createSandboxFixtures>;
  * 365 days are always full. Safe to run concurrently and any number of times: every write is idempotent.
  */
 export function createSandboxFixtures(o: {
-  orm: Orm;
   now: () => Date;
   users: UserService;
   ledger: LedgerService;
@@ -237,10 +236,9 @@ export function createSandboxFixtures(o: {
   logger: Logger;
 }) {
   return {
-    async ensure(): Promise<{ seeded: boolean; days: number }> {
+    async ensure(em: Em): Promise<{ seeded: boolean; days: number }> {
       const now = o.now();
       const yesterday = utcDay(new Date(now.getTime() - ms.day));
-      const em = o.orm.em.fork();
       const [state] = await sql<{ version: number; seeded_through: string }>(
         em,
         "select version, to_char(seeded_through, 'YYYY-MM-DD') as seeded_through from sandbox_fixtures where name = 'users'",
@@ -249,7 +247,7 @@ export function createSandboxFixtures(o: {
       if (state && state.version === FIXTURE_VERSION && state.seeded_through >= yesterday)
         return { seeded: false, days: 0 };
       const fresh = !state || state.version !== FIXTURE_VERSION;
-      if (fresh) await seedPeople(now);
+      if (fresh) await seedPeople(em, now);
       // The ledger from the day after the last seeded one (a year back at most) through yesterday.
       const yearAgo = utcDay(new Date(now.getTime() - 365 * ms.day));
       const from =
@@ -260,13 +258,13 @@ export function createSandboxFixtures(o: {
         for (const user of fixtureUsers) batch.push(...fixtureDay(user, day));
         days++;
         if (batch.length > 4_000) {
-          await o.ledger.ingest(batch);
+          await o.ledger.ingest(em, batch);
           batch = [];
         }
       }
-      if (batch.length) await o.ledger.ingest(batch);
+      if (batch.length) await o.ledger.ingest(em, batch);
       await sql(
-        o.orm.em.fork(),
+        em,
         `insert into sandbox_fixtures (name, version, seeded_through) values ('users', $1, $2)
          on conflict (name) do update set version = excluded.version,
            seeded_through = greatest(excluded.seeded_through, case when sandbox_fixtures.version = excluded.version
@@ -278,10 +276,10 @@ export function createSandboxFixtures(o: {
     },
   };
 
-  async function seedPeople(now: Date): Promise<void> {
+  async function seedPeople(em: Em, now: Date): Promise<void> {
     for (const u of fixtureUsers) {
       try {
-        await o.users.upsert({
+        await o.users.upsert(em, {
           id: u.id,
           phoneNumber: u.phoneNumber,
           segment: u.segment,
@@ -295,13 +293,14 @@ export function createSandboxFixtures(o: {
     }
     const present = new Set(
       (
-        await sql<{ id: string }>(o.orm.em.fork(), "select id from users where id = any($1::text[])", [
+        await sql<{ id: string }>(em, "select id from users where id = any($1::text[])", [
           fixtureUsers.map((u) => u.id),
         ])
       ).map((r) => r.id),
     );
     const users = fixtureUsers.filter((u) => present.has(u.id));
     await o.standing.upsertStanding(
+      em,
       users.map((u) => ({
         userId: u.id,
         tier: u.tier,
@@ -323,6 +322,7 @@ export function createSandboxFixtures(o: {
       })),
     );
     await o.standing.upsertKyc(
+      em,
       users.map((u) => ({
         userId: u.id,
         level: u.kyc,
@@ -334,12 +334,12 @@ export function createSandboxFixtures(o: {
         verifiedAt: u.kyc === "NONE" ? null : new Date(now.getTime() - 300 * ms.day),
       })),
     );
-    await seedLoans(users, now);
+    await seedLoans(em, users, now);
   }
 
   /** Past loans from the fixture lender, repaid, late or defaulted, so repayment history has something to show. */
-  async function seedLoans(users: FixtureUser[], now: Date): Promise<void> {
-    await o.orm.em.fork().transactional(async (tx) => {
+  async function seedLoans(em: Em, users: FixtureUser[], now: Date): Promise<void> {
+    await em.transactional(async (tx) => {
       await sql(
         tx,
         `insert into partners (id, name, fee_rate_bps, created_at) values ($1, 'Sandbox fixture lender', 0, $2)

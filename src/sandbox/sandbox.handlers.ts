@@ -6,7 +6,8 @@ import {
 import { toConsent, toLink } from "../consent/consent.handlers.ts";
 import { toDisbursement, toRepayment } from "../disbursements/disbursement.handlers.ts";
 import type { DisbursementService } from "../disbursements/disbursement.service.ts";
-import { callerOf } from "../platform/rpc/context.ts";
+import type { Em } from "../platform/db/orm.ts";
+import { callerOf, emOf } from "../platform/rpc/context.ts";
 import type { SandboxService } from "./sandbox.service.ts";
 
 /** `partner.v1.SandboxService`. */
@@ -14,33 +15,51 @@ export function createSandboxHandlers(
   sandbox: SandboxService,
   disbursements: DisbursementService,
 ): ServiceImpl<typeof SandboxApi> {
-  const disbursement = async (caller: ReturnType<typeof callerOf>, id: string) => {
-    const { row, installments } = await disbursements.get(caller, id);
+  const disbursement = async (em: Em, caller: ReturnType<typeof callerOf>, id: string) => {
+    const { row, installments } = await disbursements.get(em, caller, id);
     return toDisbursement(row, installments);
   };
   return {
     async acceptConsentLink(req, ctx) {
-      return { consentLink: toLink(await sandbox.decideConsentLink(callerOf(ctx.values), req.id, true)) };
+      return {
+        consentLink: toLink(
+          await sandbox.decideConsentLink(emOf(ctx.values), callerOf(ctx.values), req.id, true),
+        ),
+      };
     },
     async declineConsentLink(req, ctx) {
-      return { consentLink: toLink(await sandbox.decideConsentLink(callerOf(ctx.values), req.id, false)) };
+      return {
+        consentLink: toLink(
+          await sandbox.decideConsentLink(emOf(ctx.values), callerOf(ctx.values), req.id, false),
+        ),
+      };
     },
     async revokeConsentAsUser(req, ctx) {
-      return { consent: toConsent(await sandbox.revokeConsentAsUser(callerOf(ctx.values), req.id)) };
+      return {
+        consent: toConsent(await sandbox.revokeConsentAsUser(emOf(ctx.values), callerOf(ctx.values), req.id)),
+      };
     },
     async setStanding(req, ctx) {
-      const r = await sandbox.setStanding(callerOf(ctx.values), req.userId, req.tier, req.score);
+      const r = await sandbox.setStanding(
+        emOf(ctx.values),
+        callerOf(ctx.values),
+        req.userId,
+        req.tier,
+        req.score,
+      );
       return { userId: req.userId, ...r };
     },
     async failDisbursement(req, ctx) {
       const caller = callerOf(ctx.values);
-      await sandbox.failDisbursement(caller, req.id);
-      return { disbursement: await disbursement(caller, req.id) };
+      const em = emOf(ctx.values);
+      await sandbox.failDisbursement(em, caller, req.id);
+      return { disbursement: await disbursement(em, caller, req.id) };
     },
     async reverseDisbursement(req, ctx) {
       const caller = callerOf(ctx.values);
-      await sandbox.reverseDisbursement(caller, req.id);
-      return { disbursement: await disbursement(caller, req.id) };
+      const em = emOf(ctx.values);
+      await sandbox.reverseDisbursement(em, caller, req.id);
+      return { disbursement: await disbursement(em, caller, req.id) };
     },
     async collectRepayment(req, ctx) {
       const outcome =
@@ -49,7 +68,13 @@ export function createSandboxHandlers(
           : req.outcome === CollectRepaymentRequest_Outcome.FAILURE
             ? "FAILURE"
             : undefined;
-      const row = await sandbox.collectRepayment(callerOf(ctx.values), req.id, outcome, req.failureCode);
+      const row = await sandbox.collectRepayment(
+        emOf(ctx.values),
+        callerOf(ctx.values),
+        req.id,
+        outcome,
+        req.failureCode,
+      );
       return { repayment: toRepayment(row) };
     },
   };

@@ -4,7 +4,7 @@ import type { ConsentLinkService, LinkView } from "../consent/consent-link.servi
 import type { DisbursementRow, DisbursementService } from "../disbursements/disbursement.service.ts";
 import type { RepaymentRow, RepaymentService } from "../disbursements/repayment.service.ts";
 import type { Clock } from "../platform/clock.ts";
-import type { Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import type { StandingService } from "../standing/standing.service.ts";
@@ -24,7 +24,6 @@ export type SandboxService = ReturnType<typeof createSandboxService>;
  * helper refuses a live key with 403 `sandbox_only` before it looks at anything else.
  */
 export function createSandboxService(o: {
-  orm: Orm;
   clock: Clock;
   users: UserService;
   consents: ConsentService;
@@ -39,9 +38,9 @@ export function createSandboxService(o: {
 
   return {
     /** The user accepts or declines a consent link of the caller's. */
-    async decideConsentLink(caller: Caller, id: string, accept: boolean): Promise<LinkView> {
+    async decideConsentLink(em: Em, caller: Caller, id: string, accept: boolean): Promise<LinkView> {
       sandboxOnly(caller);
-      const decision = await o.consentLinks.decideById(caller, id, accept);
+      const decision = await o.consentLinks.decideById(em, caller, id, accept);
       if (decision.outcome === "no_account") {
         throw new ApiError(
           "conflict",
@@ -52,21 +51,21 @@ export function createSandboxService(o: {
     },
 
     /** The user revokes a consent of the caller's from the dashboard. */
-    async revokeConsentAsUser(caller: Caller, id: string): Promise<ConsentRow> {
+    async revokeConsentAsUser(em: Em, caller: Caller, id: string): Promise<ConsentRow> {
       sandboxOnly(caller);
-      await o.consents.get(caller, id);
-      return o.consents.revokeByUser(id);
+      await o.consents.get(em, caller, id);
+      return o.consents.revokeByUser(em, id);
     },
 
     /** The platform re-scores a sandbox user, keeping the other standing signals. */
     async setStanding(
+      em: Em,
       caller: Caller,
       userId: string,
       tier: string,
       score: number,
     ): Promise<{ tier: string; score: number; tierChanged: boolean }> {
       sandboxOnly(caller);
-      const em = o.orm.em.fork();
       if ((await o.users.environmentOf(em, userId)) !== "sandbox")
         throw new ApiError("not_found", `No sandbox user ${userId}.`);
       if (!(tiers as readonly string[]).includes(tier))
@@ -78,7 +77,7 @@ export function createSandboxService(o: {
       }>(em, "select score_version, standing_signals, work_signals from standings where user_id = $1", [
         userId,
       ]);
-      const { tierChanges } = await o.standing.upsertStanding([
+      const { tierChanges } = await o.standing.upsertStanding(em, [
         {
           userId,
           tier,
@@ -105,16 +104,16 @@ export function createSandboxService(o: {
     },
 
     /** The provider fails a payout still PENDING or PROCESSING. */
-    async failDisbursement(caller: Caller, id: string): Promise<DisbursementRow> {
+    async failDisbursement(em: Em, caller: Caller, id: string): Promise<DisbursementRow> {
       sandboxOnly(caller);
-      const { row } = await o.disbursements.get(caller, id);
+      const { row } = await o.disbursements.get(em, caller, id);
       if (row.status !== "PENDING" && row.status !== "PROCESSING")
         throw new ApiError(
           "conflict",
           `Only a PENDING or PROCESSING disbursement can be failed; this one is ${row.status}.`,
         );
       await sql(
-        o.orm.em.fork(),
+        em,
         `insert into sandbox_transfers (reference, amount_kobo, status, failure_reason, created_at)
          values ($1, $2, 'FAILED', 'destination_unavailable', now())
          on conflict (reference) do update set status = 'FAILED', failure_reason = 'destination_unavailable'
@@ -123,32 +122,36 @@ export function createSandboxService(o: {
       );
       // A PENDING payout is taken now and asks the simulator, which answers FAILED; a PROCESSING one is
       // settled with that answer, as a provider webhook would settle it.
-      if (row.status === "PENDING") await o.disbursements.payout(row.id);
+      if (row.status === "PENDING") await o.disbursements.payout(em, row.id);
       else
-        await o.disbursements.settlePayout(row.id, { status: "FAILED", reason: "destination_unavailable" });
-      return (await o.disbursements.get(caller, id)).row;
+        await o.disbursements.settlePayout(em, row.id, {
+          status: "FAILED",
+          reason: "destination_unavailable",
+        });
+      return (await o.disbursements.get(em, caller, id)).row;
     },
 
     /** The provider reverses a DELIVERED payout. */
-    async reverseDisbursement(caller: Caller, id: string): Promise<DisbursementRow> {
+    async reverseDisbursement(em: Em, caller: Caller, id: string): Promise<DisbursementRow> {
       sandboxOnly(caller);
-      const { row } = await o.disbursements.get(caller, id);
+      const { row } = await o.disbursements.get(em, caller, id);
       if (row.status !== "DELIVERED")
         throw new ApiError(
           "conflict",
           `Only a DELIVERED disbursement can be reversed; this one is ${row.status}.`,
         );
       await sql(
-        o.orm.em.fork(),
+        em,
         "update sandbox_transfers set status = 'REVERSED', failure_reason = 'transfer_reversed' where reference = $1",
         [row.id],
       );
-      await o.disbursements.settlePayout(row.id, { status: "REVERSED", reason: "transfer_reversed" });
-      return (await o.disbursements.get(caller, id)).row;
+      await o.disbursements.settlePayout(em, row.id, { status: "REVERSED", reason: "transfer_reversed" });
+      return (await o.disbursements.get(em, caller, id)).row;
     },
 
     /** Runs the repayment's next debit now, with the outcome asked for. */
     async collectRepayment(
+      em: Em,
       caller: Caller,
       id: string,
       outcome: "SUCCESS" | "FAILURE" | undefined,
@@ -161,14 +164,14 @@ export function createSandboxService(o: {
         throw validationFailed({ failureCode: "must be a snake_case code of up to 64 characters" });
       const [owned] = REPAYMENT_ID.test(id)
         ? await sql<{ disbursement_id: string }>(
-            o.orm.em.fork(),
+            em,
             `select i.disbursement_id from installments i join disbursements d on d.id = i.disbursement_id
               where i.id = $1 and d.partner_id = $2 and d.environment = $3`,
             [id, caller.partnerId, caller.environment],
           )
         : [];
       if (!owned) throw new ApiError("not_found", `No repayment ${id}.`);
-      await o.orm.em.fork().transactional(async (tx) => {
+      await em.transactional(async (tx) => {
         const [r] = await sql<{
           status: string;
           attempts: number;
@@ -205,8 +208,8 @@ export function createSandboxService(o: {
         );
         await sql(tx, "update installments set next_attempt_at = $2 where id = $1", [id, o.clock.now()]);
       });
-      await o.repayments.collect(id);
-      const rows = await o.repayments.list(caller, owned.disbursement_id);
+      await o.repayments.collect(em, id);
+      const rows = await o.repayments.list(em, caller, owned.disbursement_id);
       const found = rows.find((x) => x.id === id);
       if (!found) throw new ApiError("not_found", `No repayment ${id}.`);
       return found;

@@ -10,7 +10,7 @@ import {
   type SigningKeySchema,
 } from "../../gen/partner/v1/keys_pb.ts";
 import { parseEnvironment } from "../apikeys/api-key.handlers.ts";
-import { callerOf } from "../platform/rpc/context.ts";
+import { callerOf, emOf } from "../platform/rpc/context.ts";
 import type { PublishedKey, SigningKeyService } from "./signing-key.service.ts";
 
 /** How long verifiers may cache the key document (SPEC.md: at most 4 hours). */
@@ -39,7 +39,7 @@ export function createKeysHandlers(signingKeys: SigningKeyService): ServiceImpl<
   return {
     async listKeys(_req, ctx) {
       const { environment } = callerOf(ctx.values);
-      const keys = await signingKeys.published(environment);
+      const keys = await signingKeys.published(emOf(ctx.values), environment);
       let document = documents.get(keys);
       if (!document) {
         document = create(ListKeysResponseSchema, { keys: keys.map(toSigningKey) });
@@ -56,14 +56,15 @@ export function createSigningKeyAdminHandlers(
   signingKeys: SigningKeyService,
 ): ServiceImpl<typeof InternalSigningKeyService> {
   return {
-    async listSigningKeys(req) {
-      const keys = await signingKeys.published(parseEnvironment(req.environment));
+    async listSigningKeys(req, ctx) {
+      const keys = await signingKeys.published(emOf(ctx.values), parseEnvironment(req.environment));
       return { keys: keys.map(toSigningKey) };
     },
-    async rotateSigningKey(req) {
+    async rotateSigningKey(req, ctx) {
+      const em = emOf(ctx.values);
       const environment = parseEnvironment(req.environment);
-      const kid = await signingKeys.rotate(environment);
-      const keys = (await signingKeys.published(environment)).map(toSigningKey);
+      const kid = await signingKeys.rotate(em, environment);
+      const keys = (await signingKeys.published(em, environment)).map(toSigningKey);
       return { key: keys.find((k) => k.kid === kid), keys };
     },
   };

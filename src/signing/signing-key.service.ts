@@ -5,7 +5,7 @@ import { generateEd25519, privateKeyFromPkcs8 } from "../platform/crypto/ed25519
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import type { ChangeFeed } from "../platform/db/change-feed.ts";
 import { notifySql } from "../platform/db/change-feed.ts";
-import type { Em, Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { ulid } from "../platform/ids.ts";
 import {
@@ -42,7 +42,6 @@ export interface Signer {
 
 /** Options for {@link createSigningKeyService}. */
 export interface SigningKeyServiceOptions {
-  orm: Orm;
   clock: Clock;
   box: SecretBox;
   changes: ChangeFeed;
@@ -60,7 +59,7 @@ const lockId: Record<Environment, number> = { sandbox: 7_104_223_311, production
  * Keeps each environment's Ed25519 keys on the quarterly schedule and publishes them (CONTRACT.md §3).
  * Private halves are sealed with the master key, bound to their kid, and opened only to sign.
  */
-export function createSigningKeyService({ orm, clock, box, changes }: SigningKeyServiceOptions) {
+export function createSigningKeyService({ clock, box, changes }: SigningKeyServiceOptions) {
   const cache = new Map<Environment, { rows: SigningKeyRow[]; at: number }>();
   /** The last publication per environment, valid until the next status boundary of any of its keys. */
   const publications = new WeakMap<SigningKeyRow[], { from: number; until: number; keys: PublishedKey[] }>();
@@ -86,8 +85,8 @@ export function createSigningKeyService({ orm, clock, box, changes }: SigningKey
   };
 
   /** Runs `fn` in a transaction holding the environment's advisory lock. */
-  const locked = <T>(environment: Environment, fn: (em: Em, rows: SigningKeyRow[]) => Promise<T>) =>
-    orm.em.fork().transactional(async (em) => {
+  const locked = <T>(em: Em, environment: Environment, fn: (em: Em, rows: SigningKeyRow[]) => Promise<T>) =>
+    em.transactional(async (em) => {
       await em
         .getConnection()
         .execute("select pg_advisory_xact_lock(?)", [lockId[environment]], "all", em.getTransactionContext());
@@ -99,12 +98,10 @@ export function createSigningKeyService({ orm, clock, box, changes }: SigningKey
       return result;
     });
 
-  const rowsOf = async (environment: Environment): Promise<SigningKeyRow[]> => {
+  const rowsOf = async (em: Em, environment: Environment): Promise<SigningKeyRow[]> => {
     const hit = cache.get(environment);
     if (hit && changes.healthy && Date.now() - hit.at < CACHE_MS) return hit.rows;
-    const rows = await orm.em
-      .fork()
-      .find(SigningKeyEntity, { environment }, { orderBy: { notBefore: "asc" } });
+    const rows = await em.find(SigningKeyEntity, { environment }, { orderBy: { notBefore: "asc" } });
     if (changes.healthy) cache.set(environment, { rows, at: Date.now() });
     return rows;
   };
@@ -129,10 +126,10 @@ export function createSigningKeyService({ orm, clock, box, changes }: SigningKey
      * next quarter's key published as INCOMING. Idempotent and safe to run on every instance at once.
      * Returns the kids it created.
      */
-    async maintain(): Promise<string[]> {
+    async maintain(em: Em): Promise<string[]> {
       const created: string[] = [];
       for (const environment of environments) {
-        await locked(environment, async (em, rows) => {
+        await locked(em, environment, async (em, rows) => {
           const now = clock.now();
           const turn = nextQuarterStart(now);
           if (!rows.some((r) => keyStatus(r, now) === "ACTIVE")) {
@@ -156,8 +153,8 @@ export function createSigningKeyService({ orm, clock, box, changes }: SigningKey
      * Early rotation: a new key signs from now; the one it replaces is OUTGOING for 30 days. An INCOMING key
      * already published for the next quarter keeps its place.
      */
-    async rotate(environment: Environment): Promise<string> {
-      const kid = await locked(environment, async (em, rows) => {
+    async rotate(em: Em, environment: Environment): Promise<string> {
+      const kid = await locked(em, environment, async (em, rows) => {
         const now = clock.now();
         const current = rows.find((r) => keyStatus(r, now) === "ACTIVE");
         const retiresAt = current?.retiresAt ?? nextQuarterStart(now);
@@ -177,8 +174,8 @@ export function createSigningKeyService({ orm, clock, box, changes }: SigningKey
      * The keys a verifier of `environment` may meet now, ACTIVE first. The same array is returned until a
      * key changes status or the keys change, so callers may memoise what they derive from it.
      */
-    async published(environment: Environment): Promise<PublishedKey[]> {
-      const rows = await rowsOf(environment);
+    async published(em: Em, environment: Environment): Promise<PublishedKey[]> {
+      const rows = await rowsOf(em, environment);
       const now = clock.now();
       const t = now.getTime();
       const hit = publications.get(rows);
@@ -192,9 +189,9 @@ export function createSigningKeyService({ orm, clock, box, changes }: SigningKey
     },
 
     /** The key that signs now in `environment`, with its private half opened (and kept) in memory. */
-    async signer(environment: Environment): Promise<Signer> {
+    async signer(em: Em, environment: Environment): Promise<Signer> {
       const now = clock.now();
-      const row = (await rowsOf(environment)).find((r) => keyStatus(r, now) === "ACTIVE");
+      const row = (await rowsOf(em, environment)).find((r) => keyStatus(r, now) === "ACTIVE");
       if (!row)
         throw new ApiError("unavailable", "No signing key is active; the key schedule has not run yet.");
       let key = signers.get(row.kid);

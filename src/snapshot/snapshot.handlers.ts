@@ -4,7 +4,7 @@ import { type IngestService, LedgerEntry_Direction } from "../../gen/internal/v1
 import type { SnapshotService as SnapshotApi } from "../../gen/partner/v1/snapshots_pb.ts";
 import type { LedgerService } from "../ledger/ledger.service.ts";
 import { validationFailed } from "../platform/errors.ts";
-import { callerOf } from "../platform/rpc/context.ts";
+import { callerOf, emOf } from "../platform/rpc/context.ts";
 import type { StandingService } from "../standing/standing.service.ts";
 import type { SnapshotService } from "./snapshot.service.ts";
 
@@ -14,7 +14,12 @@ const encoder = new TextEncoder();
 export function createSnapshotHandlers(snapshots: SnapshotService): ServiceImpl<typeof SnapshotApi> {
   return {
     async getSnapshot(req, ctx) {
-      const body = await snapshots.read(callerOf(ctx.values), req.userId, req.ledgerWindowDays);
+      const body = await snapshots.read(
+        emOf(ctx.values),
+        callerOf(ctx.values),
+        req.userId,
+        req.ledgerWindowDays,
+      );
       ctx.responseHeader.set("cache-control", "no-store");
       return { contentType: "application/json", data: encoder.encode(body) };
     },
@@ -27,8 +32,9 @@ export function createIngestHandlers(
   standing: StandingService,
 ): ServiceImpl<typeof IngestService> {
   return {
-    async ingestLedgerEntries(req) {
+    async ingestLedgerEntries(req, ctx) {
       return ledger.ingest(
+        emOf(ctx.values),
         req.entries.map((e, i) => {
           if (e.direction === LedgerEntry_Direction.DIRECTION_UNSPECIFIED) {
             throw validationFailed({ [`entries[${i}].direction`]: "must be INFLOW or OUTFLOW" });
@@ -46,8 +52,9 @@ export function createIngestHandlers(
         }),
       );
     },
-    async upsertStanding(req) {
+    async upsertStanding(req, ctx) {
       return standing.upsertStanding(
+        emOf(ctx.values),
         req.updates.map((u, i) => {
           if (!u.asOf) throw validationFailed({ [`updates[${i}].asOf`]: "is required" });
           return {
@@ -72,8 +79,9 @@ export function createIngestHandlers(
         }),
       );
     },
-    async upsertKyc(req) {
+    async upsertKyc(req, ctx) {
       const updated = await standing.upsertKyc(
+        emOf(ctx.values),
         req.updates.map((u) => ({
           userId: u.userId,
           level: u.level,

@@ -4,7 +4,7 @@ import type { Scope } from "../consent/scopes.ts";
 import { utcDay } from "../ledger/ledger.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { signEd25519 } from "../platform/crypto/ed25519.ts";
-import type { Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { ApiError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
@@ -123,17 +123,15 @@ export type SnapshotService = ReturnType<typeof createSnapshotService>;
  * is cached: every read sees the consent as it is now and gets its own id, time and signature.
  */
 export function createSnapshotService({
-  orm,
   clock,
   signingKeys,
 }: {
-  orm: Orm;
   clock: Clock;
   signingKeys: SigningKeyService;
 }) {
   return {
     /** The signed snapshot document, as the exact JSON text every face returns. */
-    async read(caller: Caller, userId: string, requestedDays: number | undefined): Promise<string> {
+    async read(em: Em, caller: Caller, userId: string, requestedDays: number | undefined): Promise<string> {
       if (
         requestedDays !== undefined &&
         (!Number.isInteger(requestedDays) || requestedDays < 1 || requestedDays > MAX_WINDOW_DAYS)
@@ -143,7 +141,7 @@ export function createSnapshotService({
       const now = clock.now();
       const today = utcDay(now);
       const [row] = await sql<Row>(
-        orm.em.fork(),
+        em,
         QUERY,
         [caller.partnerId, caller.environment, userId, requestedDays ?? null, today],
         { prepare: true },
@@ -260,7 +258,7 @@ export function createSnapshotService({
           lastRepaymentAt: h.last_repayment_at ? new Date(h.last_repayment_at).toISOString() : null,
         };
       }
-      const signer = await signingKeys.signer(caller.environment);
+      const signer = await signingKeys.signer(em, caller.environment);
       const value = signEd25519(signer.key, Buffer.from(canonicalJson(doc))).toString("base64url");
       doc.signature = { alg: "Ed25519", kid: signer.kid, value };
       return JSON.stringify(doc);

@@ -1,6 +1,6 @@
 import type { Environment } from "../apikeys/api-key.entity.ts";
 import type { Clock } from "../platform/clock.ts";
-import type { Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { validationFailed } from "../platform/errors.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
@@ -55,9 +55,12 @@ const MAX_BATCH = 1_000;
 export type StandingService = ReturnType<typeof createStandingService>;
 
 /** Standing and KYC from the platform; a tier change is told to every partner entitled to know. */
-export function createStandingService({ orm, clock, outbox }: { orm: Orm; clock: Clock; outbox: Outbox }) {
+export function createStandingService({ clock, outbox }: { clock: Clock; outbox: Outbox }) {
   return {
-    async upsertStanding(updates: StandingInput[]): Promise<{ updated: number; tierChanges: number }> {
+    async upsertStanding(
+      em: Em,
+      updates: StandingInput[],
+    ): Promise<{ updated: number; tierChanges: number }> {
       if (updates.length > MAX_BATCH) throw validationFailed({ updates: `at most ${MAX_BATCH} per call` });
       updates.forEach((u, i) => {
         if (!(tiers as readonly string[]).includes(u.tier))
@@ -71,7 +74,7 @@ export function createStandingService({ orm, clock, outbox }: { orm: Orm; clock:
           throw validationFailed({ [`updates[${i}].incomeRegularityBps`]: "must be 0 to 10000" });
       });
       if (updates.length === 0) return { updated: 0, tierChanges: 0 };
-      return orm.em.fork().transactional(async (tx) => {
+      return em.transactional(async (tx) => {
         const now = clock.now();
         const ids = updates.map((u) => u.userId);
         const users = await sql<{ id: string; environment: Environment }>(
@@ -147,7 +150,7 @@ export function createStandingService({ orm, clock, outbox }: { orm: Orm; clock:
       });
     },
 
-    async upsertKyc(updates: KycInput[]): Promise<number> {
+    async upsertKyc(em: Em, updates: KycInput[]): Promise<number> {
       if (updates.length > MAX_BATCH) throw validationFailed({ updates: `at most ${MAX_BATCH} per call` });
       updates.forEach((u, i) => {
         if (!["NONE", "BASIC", "FULL"].includes(u.level))
@@ -156,7 +159,6 @@ export function createStandingService({ orm, clock, outbox }: { orm: Orm; clock:
       // A user sent twice in one batch: the later entry wins, as it would in two calls.
       updates = [...new Map(updates.map((u) => [u.userId, u])).values()];
       if (updates.length === 0) return 0;
-      const em = orm.em.fork();
       const ids = updates.map((u) => u.userId);
       const users = await sql(em, "select id from users where id = any($1::text[])", [ids]);
       if (users.length !== new Set(ids).size)

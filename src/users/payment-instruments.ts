@@ -1,5 +1,5 @@
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
-import type { Em, Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 
@@ -33,10 +33,10 @@ const aad = instrumentsAad;
 export type PaymentInstrumentStore = ReturnType<typeof createPaymentInstrumentStore>;
 
 /** Stores and reads users' payment instruments, sealed under the master key. */
-export function createPaymentInstrumentStore(o: { orm: Orm; box: SecretBox; now: () => Date }) {
+export function createPaymentInstrumentStore(o: { box: SecretBox; now: () => Date }) {
   return {
     /** Replaces the user's instruments; an empty field removes that instrument. */
-    async put(userId: string, input: PaymentInstruments): Promise<InstrumentsOnFile> {
+    async put(em: Em, userId: string, input: PaymentInstruments): Promise<InstrumentsOnFile> {
       const clean: PaymentInstruments = {};
       const problems: Record<string, string> = {};
       for (const field of ["bankRecipientCode", "walletRecipientCode", "debitAuthorizationCode"] as const) {
@@ -58,7 +58,7 @@ export function createPaymentInstrumentStore(o: { orm: Orm; box: SecretBox; now:
         debit: Boolean(clean.debitAuthorizationCode),
       };
       const [row] = await sql<{ user_id: string }>(
-        o.orm.em.fork(),
+        em,
         `insert into payment_instruments (user_id, sealed, has_bank, has_wallet, has_debit, updated_at)
          select id, $2, $3, $4, $5, $6 from users where id = $1
          on conflict (user_id) do update set sealed = excluded.sealed, has_bank = excluded.has_bank,

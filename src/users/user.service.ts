@@ -3,7 +3,7 @@ import { isE164, last4 } from "../consent/phone.ts";
 import type { Clock } from "../platform/clock.ts";
 import { keyedHash } from "../platform/crypto/keys.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
-import type { Em, Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 
@@ -30,7 +30,7 @@ const USER_ID = /^usr_[0-9A-Za-z]{1,64}$/;
 export type UserService = ReturnType<typeof createUserService>;
 
 /** Users fed by the platform. Phone numbers are sealed; a keyed hash matches consent links to people. */
-export function createUserService(o: { orm: Orm; clock: Clock; box: SecretBox; phoneKey: Buffer }) {
+export function createUserService(o: { clock: Clock; box: SecretBox; phoneKey: Buffer }) {
   const phoneHash = (phone: string) => keyedHash(o.phoneKey, phone);
   return {
     phoneHash,
@@ -38,7 +38,7 @@ export function createUserService(o: { orm: Orm; clock: Clock; box: SecretBox; p
     /** True when the id has the form user ids take. */
     isUserId: (id: string) => USER_ID.test(id),
 
-    async upsert(input: UserInput): Promise<{ created: boolean }> {
+    async upsert(em: Em, input: UserInput): Promise<{ created: boolean }> {
       const problems: Record<string, string> = {};
       if (!USER_ID.test(input.id)) problems.id = "must be usr_ followed by up to 64 letters and digits";
       if (!isE164(input.phoneNumber)) problems.phoneNumber = "must be an E.164 number such as +2348012345678";
@@ -48,7 +48,7 @@ export function createUserService(o: { orm: Orm; clock: Clock; box: SecretBox; p
       const now = o.clock.now();
       try {
         const [row] = await sql<{ created: boolean }>(
-          o.orm.em.fork(),
+          em,
           `insert into users (id, environment, phone_hash, phone_enc, phone_last4, segment, created_at, updated_at)
            values ($1, $2, $3, $4, $5, $6, $7, $8)
            on conflict (id) do update

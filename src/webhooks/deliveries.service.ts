@@ -1,7 +1,7 @@
 import type { Caller } from "../apikeys/api-key.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
-import type { Em, Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId } from "../platform/ids.ts";
@@ -61,13 +61,13 @@ const EMPTY_STATS: WebhookStats = {
 export type DeliveriesService = ReturnType<typeof createDeliveriesService>;
 
 /** Reads of deliveries, events and stats, always within the caller's partner and environment. */
-export function createDeliveriesService({ orm, clock }: { orm: Orm; clock: Clock }) {
+export function createDeliveriesService({ clock }: { clock: Clock }) {
   return {
     /** One delivery of the caller's. */
-    async get(caller: Caller, id: string, em?: Em): Promise<DeliveryRow> {
+    async get(em: Em, caller: Caller, id: string): Promise<DeliveryRow> {
       const [row] = isId("dlv", id)
         ? await sql<DeliveryRow>(
-            em ?? orm.em.fork(),
+            em,
             `select ${DELIVERY_COLUMNS} from webhook_deliveries d join events e on e.id = d.event_id
               where d.id = $1 and d.partner_id = $2 and d.environment = $3`,
             [id, caller.partnerId, caller.environment],
@@ -78,13 +78,12 @@ export function createDeliveriesService({ orm, clock }: { orm: Orm; clock: Clock
     },
 
     /** A page of a subscription's deliveries, newest first (ids are time-ordered). */
-    async list(caller: Caller, webhookId: string, limit: number, startingAfter: string) {
+    async list(em: Em, caller: Caller, webhookId: string, limit: number, startingAfter: string) {
       if (!Number.isInteger(limit) || limit < 0 || limit > 100)
         throw validationFailed({ limit: "must be 1 to 100" });
       if (startingAfter !== "" && !isId("dlv", startingAfter)) {
         throw validationFailed({ startingAfter: "must be a delivery id from a previous page" });
       }
-      const em = orm.em.fork();
       const owned = isId("whk", webhookId)
         ? await sql(
             em,
@@ -105,8 +104,7 @@ export function createDeliveriesService({ orm, clock }: { orm: Orm; clock: Clock
     },
 
     /** An event delivered to the caller's own webhooks, with those deliveries; anything else is not found. */
-    async event(caller: Caller, id: string): Promise<EventView> {
-      const em = orm.em.fork();
+    async event(em: Em, caller: Caller, id: string): Promise<EventView> {
       const [event] = isId("evt", id)
         ? await sql<{ id: string; type: string; body: string; created_at: Date }>(
             em,
@@ -127,7 +125,7 @@ export function createDeliveriesService({ orm, clock }: { orm: Orm; clock: Clock
     },
 
     /** Attempt counts and latencies of the last 24 hours, per subscription. */
-    async stats(webhookIds: string[]): Promise<Map<string, WebhookStats>> {
+    async stats(em: Em, webhookIds: string[]): Promise<Map<string, WebhookStats>> {
       const out = new Map<string, WebhookStats>(webhookIds.map((id) => [id, EMPTY_STATS]));
       if (webhookIds.length === 0) return out;
       const rows = await sql<{
@@ -138,7 +136,7 @@ export function createDeliveriesService({ orm, clock }: { orm: Orm; clock: Clock
         p50: number;
         p95: number;
       }>(
-        orm.em.fork(),
+        em,
         `select webhook_id,
                 count(*) filter (where succeeded)::int as delivered,
                 count(*) filter (where not succeeded)::int as failed,

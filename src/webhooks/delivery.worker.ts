@@ -1,6 +1,6 @@
 import type { Clock } from "../platform/clock.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
-import type { Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Outbox } from "./outbox.ts";
@@ -10,7 +10,6 @@ import { signatureHeaders } from "./signature.ts";
 
 /** Options for {@link createDeliveryWorker}. */
 export interface DeliveryWorkerOptions {
-  orm: Orm;
   clock: Clock;
   box: SecretBox;
   sender: Sender;
@@ -59,7 +58,7 @@ export type DeliveryWorker = ReturnType<typeof createDeliveryWorker>;
 
 /** Creates the delivery worker. */
 export function createDeliveryWorker(o: DeliveryWorkerOptions) {
-  const { orm, clock, box, sender, outbox, logger } = o;
+  const { clock, box, sender, outbox, logger } = o;
   const secrets = new Map<string, { enc: Buffer; secret: string }>();
   const open = (webhookId: string, enc: Buffer): string => {
     const hit = secrets.get(`${webhookId}:${enc.toString("base64")}`);
@@ -71,9 +70,9 @@ export function createDeliveryWorker(o: DeliveryWorkerOptions) {
   };
 
   /** Takes the deliveries that are due and not held by another worker, for one attempt each. */
-  const claim = async (ids: string[], now: Date): Promise<Claimed[]> =>
+  const claim = async (em: Em, ids: string[], now: Date): Promise<Claimed[]> =>
     sql<Claimed>(
-      orm.em.fork(),
+      em,
       `with claimed as (
          update webhook_deliveries d
             set locked_until = $2::timestamptz + make_interval(secs => $3::double precision / 1000)
@@ -107,7 +106,7 @@ export function createDeliveryWorker(o: DeliveryWorkerOptions) {
   };
 
   /** Writes every attempt and the deliveries' new states in one transaction, with the retry wake-ups. */
-  const record = async (outcomes: Outcome[], abandoned: Claimed[]) => {
+  const record = async (em: Em, outcomes: Outcome[], abandoned: Claimed[]) => {
     const now = clock.now();
     const rows = outcomes.map(({ delivery: d, result: r, startedAt }) => {
       const attempts = d.attempts + 1;
@@ -125,7 +124,7 @@ export function createDeliveryWorker(o: DeliveryWorkerOptions) {
       const status = r.ok ? "DELIVERED" : next ? "FAILED" : "GIVEN_UP";
       return { d, r, startedAt, attempts, gone, next, status };
     });
-    await orm.em.fork().transactional(async (tx) => {
+    await em.transactional(async (tx) => {
       if (rows.length > 0) {
         await sql(
           tx,
@@ -205,15 +204,18 @@ export function createDeliveryWorker(o: DeliveryWorkerOptions) {
   };
 
   return {
-    /** Makes one attempt for each due delivery among `ids`; the others are left alone. */
-    async processBatch(ids: string[]): Promise<number> {
+    /**
+     * Makes one attempt for each due delivery among `ids`; the others are left alone. No transaction is
+     * open while the endpoints are called: the claim commits first, the outcomes are recorded after.
+     */
+    async processBatch(em: Em, ids: string[]): Promise<number> {
       const now = clock.now();
-      const claimed = await claim(ids, now);
+      const claimed = await claim(em, ids, now);
       if (claimed.length === 0) return 0;
       const live = claimed.filter((d) => d.webhook_status === "ACTIVE" && !d.deleted_at);
       const abandoned = claimed.filter((d) => !live.includes(d));
       const outcomes = await Promise.all(live.map((d) => attempt(d, now)));
-      const recorded = await record(outcomes, abandoned);
+      const recorded = await record(em, outcomes, abandoned);
       for (const { d: delivery, r: result, status } of recorded) {
         o.onAttempt?.({
           firstAttempt: delivery.attempts === 0,
@@ -230,8 +232,8 @@ export function createDeliveryWorker(o: DeliveryWorkerOptions) {
      * Re-queues deliveries that are overdue and held by no worker (their wake-up was lost, or the worker
      * holding them died). One sweeper runs at a time across all instances.
      */
-    async sweep(limit = 1_000): Promise<number> {
-      return orm.em.fork().transactional(async (tx) => {
+    async sweep(em: Em, limit = 1_000): Promise<number> {
+      return em.transactional(async (tx) => {
         const [lock] = await sql<{ ok: boolean }>(tx, "select pg_try_advisory_xact_lock(7104223321) as ok");
         if (!lock?.ok) return 0;
         const now = clock.now();

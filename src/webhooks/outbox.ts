@@ -1,9 +1,9 @@
-import { fromKysely, type PgBoss } from "pg-boss";
 import type { Environment } from "../apikeys/api-key.entity.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { newId } from "../platform/ids.ts";
+import type { Jobs } from "../platform/jobs/jobs.ts";
 import { type EventType, subscribed } from "./event-types.ts";
 
 /** The queue that wakes the delivery worker; its jobs carry only the delivery id. */
@@ -41,18 +41,17 @@ export interface Outbox {
 }
 
 /** Creates the outbox. */
-export function createOutbox({ boss, clock }: { boss: PgBoss; clock: Clock }): Outbox {
+export function createOutbox({ jobs, clock }: { jobs: Jobs; clock: Clock }): Outbox {
   const enqueue: Outbox["enqueue"] = async (tx, deliveries) => {
     if (deliveries.length === 0) return;
-    const context = tx.getTransactionContext();
-    if (!context) throw new Error("the outbox needs the caller's transaction");
-    await boss.insert(
+    if (!tx.isInTransaction()) throw new Error("the outbox needs the caller's transaction");
+    await jobs.insert(
+      tx,
       DELIVER_QUEUE,
       deliveries.map((d) => ({
         data: { deliveryId: d.id },
-        ...(d.startAfter ? { startAfter: d.startAfter } : {}),
+        ...(d.startAfter && { startAfter: d.startAfter }),
       })),
-      { db: fromKysely(context as never) },
     );
   };
 

@@ -1,9 +1,8 @@
-import type { PgBoss } from "pg-boss";
-import type { IdempotencyService } from "../idempotency/idempotency.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { Orm } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
+import type { Jobs } from "../platform/jobs/jobs.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { DeliveryWorker } from "./delivery.worker.ts";
 import { DELIVER_QUEUE } from "./outbox.ts";
@@ -13,9 +12,9 @@ export const ATTEMPT_RETENTION_MS = 30 * ms.day;
 
 /** Options for {@link startWebhookJobs}. */
 export interface WebhookJobsOptions {
-  boss: PgBoss;
+  jobs: Jobs;
   worker: DeliveryWorker;
-  idempotency: IdempotencyService;
+  /** The sweeper is a timer, not a job: it forks its own EntityManager each round. */
   orm: Orm;
   clock: Clock;
   logger: Logger;
@@ -24,33 +23,33 @@ export interface WebhookJobsOptions {
 
 /**
  * The webhook worker: deliveries in batches (woken by NOTIFY the moment a delivery commits), the sweeper
- * that re-queues overdue deliveries, and the hourly housekeeping. Returns a function that stops the sweeper.
+ * that re-queues overdue deliveries, and the hourly housekeeping of attempts. Returns a function that stops
+ * the sweeper.
  */
 export async function startWebhookJobs(o: WebhookJobsOptions): Promise<() => void> {
-  await o.boss.work<{ deliveryId: string }>(
+  await o.jobs.workBatch(
     DELIVER_QUEUE,
     { batchSize: 50, localConcurrency: 2, burstWhenBatchFull: true, pollingIntervalSeconds: 1 },
-    async (jobs) => {
-      await o.worker.processBatch(jobs.map((j) => j.data.deliveryId));
-    },
+    (em, jobs) =>
+      o.worker.processBatch(
+        em,
+        jobs.map((j) => j.deliveryId),
+      ),
   );
-  await o.boss.work("maintenance.hourly", { batchSize: 1 }, async () => {
-    const keys = await o.idempotency.purgeExpired();
-    const attempts = await sql(
-      o.orm.em.fork(),
-      "delete from webhook_attempts where started_at < $1 returning id",
-      [new Date(o.clock.now().getTime() - ATTEMPT_RETENTION_MS)],
-    );
-    return { idempotencyKeys: keys, attempts: attempts.length };
+  await o.jobs.work("webhooks.housekeeping", { batchSize: 1 }, async (em) => {
+    const attempts = await sql(em, "delete from webhook_attempts where started_at < $1 returning id", [
+      new Date(o.clock.now().getTime() - ATTEMPT_RETENTION_MS),
+    ]);
+    return { attempts: attempts.length };
   });
-  await o.boss.schedule("maintenance.hourly", "7 * * * *", {}, { tz: "UTC" });
+  await o.jobs.schedule("webhooks.housekeeping", "7 * * * *", {});
 
   let running = false;
   const timer = setInterval(() => {
     if (running) return;
     running = true;
     o.worker
-      .sweep()
+      .sweep(o.orm.em.fork())
       .catch((err) => o.logger.warn("webhook sweep failed", { err }))
       .finally(() => {
         running = false;

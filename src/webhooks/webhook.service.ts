@@ -2,7 +2,7 @@ import type { Caller } from "../apikeys/api-key.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
-import type { Em, Orm } from "../platform/db/orm.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { inTransaction, sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
@@ -54,7 +54,6 @@ export interface WebhookPatch {
 
 /** Options for {@link createWebhookService}. */
 export interface WebhookServiceOptions {
-  orm: Orm;
   clock: Clock;
   box: SecretBox;
   outbox: Outbox;
@@ -83,7 +82,7 @@ function assertSendable(hook: WebhookRow): void {
 export type WebhookService = ReturnType<typeof createWebhookService>;
 
 /** Webhook subscriptions: create, read, change, delete, rotate, test and replay (CONTRACT.md §5). */
-export function createWebhookService({ orm, clock, box, outbox, destinations }: WebhookServiceOptions) {
+export function createWebhookService({ clock, box, outbox, destinations }: WebhookServiceOptions) {
   const checkFilters = (filters: string[], field: string): string[] => {
     const bad = filters.filter((f) => !isValidFilter(f));
     if (bad.length > 0) {
@@ -128,7 +127,7 @@ export function createWebhookService({ orm, clock, box, outbox, destinations }: 
   };
 
   return {
-    async create(caller: Caller, input: WebhookInput, em?: Em): Promise<WebhookWithSecret> {
+    async create(em: Em, caller: Caller, input: WebhookInput): Promise<WebhookWithSecret> {
       if (input.events.length === 0)
         throw validationFailed({ events: "subscribe to at least one event type or filter" });
       if (input.events.length > MAX_FILTERS)
@@ -136,7 +135,7 @@ export function createWebhookService({ orm, clock, box, outbox, destinations }: 
       const events = checkFilters(input.events, "events");
       const url = await checkUrl(input.url);
       const description = checkDescription(input.description);
-      return inTransaction(em ?? orm.em.fork(), async (tx) => {
+      return inTransaction(em, async (tx) => {
         const [{ count } = { count: 0 }] = await sql<{ count: number }>(
           tx,
           "select count(*)::int as count from webhooks where partner_id = $1 and environment = $2 and deleted_at is null",
@@ -170,25 +169,25 @@ export function createWebhookService({ orm, clock, box, outbox, destinations }: 
       });
     },
 
-    async list(caller: Caller): Promise<WebhookRow[]> {
+    async list(em: Em, caller: Caller): Promise<WebhookRow[]> {
       return sql<WebhookRow>(
-        orm.em.fork(),
+        em,
         `select ${COLUMNS} from webhooks where partner_id = $1 and environment = $2 and deleted_at is null
           order by created_at, id`,
         [caller.partnerId, caller.environment],
       );
     },
 
-    async get(caller: Caller, id: string): Promise<WebhookRow> {
-      return load(orm.em.fork(), caller, id);
+    async get(em: Em, caller: Caller, id: string): Promise<WebhookRow> {
+      return load(em, caller, id);
     },
 
-    async update(caller: Caller, id: string, patch: WebhookPatch, em?: Em): Promise<WebhookRow> {
+    async update(em: Em, caller: Caller, id: string, patch: WebhookPatch): Promise<WebhookRow> {
       const add = checkFilters(patch.addEvents, "addEvents");
       const remove = checkFilters(patch.removeEvents, "removeEvents");
       const url = patch.url === undefined ? undefined : await checkUrl(patch.url);
       const description = patch.description === undefined ? undefined : checkDescription(patch.description);
-      return inTransaction(em ?? orm.em.fork(), async (tx) => {
+      return inTransaction(em, async (tx) => {
         const current = await load(tx, caller, id, true);
         const events = [...new Set([...current.events.filter((e) => !remove.includes(e)), ...add])];
         if (events.length === 0) throw validationFailed({ removeEvents: "at least one filter must remain" });
@@ -210,8 +209,8 @@ export function createWebhookService({ orm, clock, box, outbox, destinations }: 
     },
 
     /** Deletes at once: pending deliveries end GIVEN_UP and no attempt is started for them again. */
-    async delete(caller: Caller, id: string, em?: Em): Promise<number> {
-      return inTransaction(em ?? orm.em.fork(), async (tx) => {
+    async delete(em: Em, caller: Caller, id: string): Promise<number> {
+      return inTransaction(em, async (tx) => {
         await load(tx, caller, id, true);
         const now = clock.now();
         await sql(tx, "update webhooks set deleted_at = $2, updated_at = $2 where id = $1", [id, now]);
@@ -225,8 +224,8 @@ export function createWebhookService({ orm, clock, box, outbox, destinations }: 
       });
     },
 
-    async rotateSecret(caller: Caller, id: string, em?: Em): Promise<WebhookWithSecret> {
-      return inTransaction(em ?? orm.em.fork(), async (tx) => {
+    async rotateSecret(em: Em, caller: Caller, id: string): Promise<WebhookWithSecret> {
+      return inTransaction(em, async (tx) => {
         await load(tx, caller, id, true);
         const secret = newWebhookSecret();
         const now = clock.now();
@@ -247,13 +246,13 @@ export function createWebhookService({ orm, clock, box, outbox, destinations }: 
     },
 
     /** A synthetic event (`test: true`) for this subscription only, through the normal queue and signing. */
-    async sendTest(caller: Caller, id: string, eventType: string, em?: Em): Promise<string> {
+    async sendTest(em: Em, caller: Caller, id: string, eventType: string): Promise<string> {
       if (eventType !== "" && !isEventType(eventType)) {
         throw new ApiError("invalid_event_type", `Unknown event type ${JSON.stringify(eventType)}.`, {
           details: { eventTypes: [...eventTypes] },
         });
       }
-      return inTransaction(em ?? orm.em.fork(), async (tx) => {
+      return inTransaction(em, async (tx) => {
         const hook = await load(tx, caller, id);
         assertSendable(hook);
         const type: EventType =
@@ -271,8 +270,8 @@ export function createWebhookService({ orm, clock, box, outbox, destinations }: 
     },
 
     /** A new delivery of an earlier delivery's event body, to the same subscription. */
-    async replay(caller: Caller, deliveryId: string, em?: Em): Promise<string> {
-      return inTransaction(em ?? orm.em.fork(), async (tx) => {
+    async replay(em: Em, caller: Caller, deliveryId: string): Promise<string> {
+      return inTransaction(em, async (tx) => {
         const [original] = isId("dlv", deliveryId)
           ? await sql<{ event_id: string; webhook_id: string }>(
               tx,

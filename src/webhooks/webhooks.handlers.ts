@@ -8,7 +8,8 @@ import {
   type WebhookService as WebhookApi,
   type WebhookSchema,
 } from "../../gen/partner/v1/webhooks_pb.ts";
-import { callerOf, kTx } from "../platform/rpc/context.ts";
+import type { Em } from "../platform/db/orm.ts";
+import { callerOf, emOf } from "../platform/rpc/context.ts";
 import type { DeliveriesService, DeliveryRow, WebhookStats } from "./deliveries.service.ts";
 import type { WebhookRow, WebhookService } from "./webhook.service.ts";
 
@@ -62,64 +63,74 @@ export function createWebhookHandlers(
   webhooks: WebhookService,
   deliveries: DeliveriesService,
 ): ServiceImpl<typeof WebhookApi> {
-  const withStats = async (row: WebhookRow) => toWebhook(row, (await deliveries.stats([row.id])).get(row.id));
+  const withStats = async (em: Em, row: WebhookRow) =>
+    toWebhook(row, (await deliveries.stats(em, [row.id])).get(row.id));
   return {
     async createWebhook(req, ctx) {
-      const row = await webhooks.create(
-        callerOf(ctx.values),
-        { url: req.url, events: req.events, description: req.description },
-        ctx.values.get(kTx),
-      );
-      return { webhook: toWebhook(row, (await deliveries.stats([row.id])).get(row.id), row.secret) };
+      const em = emOf(ctx.values);
+      const row = await webhooks.create(em, callerOf(ctx.values), {
+        url: req.url,
+        events: req.events,
+        description: req.description,
+      });
+      return { webhook: toWebhook(row, (await deliveries.stats(em, [row.id])).get(row.id), row.secret) };
     },
     async listWebhooks(_req, ctx) {
-      const rows = await webhooks.list(callerOf(ctx.values));
-      const stats = await deliveries.stats(rows.map((r) => r.id));
+      const em = emOf(ctx.values);
+      const rows = await webhooks.list(em, callerOf(ctx.values));
+      const stats = await deliveries.stats(
+        em,
+        rows.map((r) => r.id),
+      );
       return { webhooks: rows.map((r) => toWebhook(r, stats.get(r.id))) };
     },
     async getWebhook(req, ctx) {
-      return { webhook: await withStats(await webhooks.get(callerOf(ctx.values), req.id)) };
+      const em = emOf(ctx.values);
+      return { webhook: await withStats(em, await webhooks.get(em, callerOf(ctx.values), req.id)) };
     },
     async updateWebhook(req, ctx) {
-      const row = await webhooks.update(
-        callerOf(ctx.values),
-        req.id,
-        {
-          url: req.url,
-          description: req.description,
-          addEvents: req.addEvents,
-          removeEvents: req.removeEvents,
-        },
-        ctx.values.get(kTx),
-      );
-      return { webhook: await withStats(row) };
+      const em = emOf(ctx.values);
+      const row = await webhooks.update(em, callerOf(ctx.values), req.id, {
+        url: req.url,
+        description: req.description,
+        addEvents: req.addEvents,
+        removeEvents: req.removeEvents,
+      });
+      return { webhook: await withStats(em, row) };
     },
     async deleteWebhook(req, ctx) {
-      const given = await webhooks.delete(callerOf(ctx.values), req.id, ctx.values.get(kTx));
+      const given = await webhooks.delete(emOf(ctx.values), callerOf(ctx.values), req.id);
       return { id: req.id, deleted: true, deliveriesGivenUp: given };
     },
     async rotateWebhookSecret(req, ctx) {
-      const row = await webhooks.rotateSecret(callerOf(ctx.values), req.id, ctx.values.get(kTx));
-      return { webhook: toWebhook(row, (await deliveries.stats([row.id])).get(row.id), row.secret) };
+      const em = emOf(ctx.values);
+      const row = await webhooks.rotateSecret(em, callerOf(ctx.values), req.id);
+      return { webhook: toWebhook(row, (await deliveries.stats(em, [row.id])).get(row.id), row.secret) };
     },
     async sendTestEvent(req, ctx) {
       const caller = callerOf(ctx.values);
-      const tx = ctx.values.get(kTx);
-      const id = await webhooks.sendTest(caller, req.id, req.eventType, tx);
-      return { delivery: toDelivery(await deliveries.get(caller, id, tx)) };
+      const em = emOf(ctx.values);
+      const id = await webhooks.sendTest(em, caller, req.id, req.eventType);
+      return { delivery: toDelivery(await deliveries.get(em, caller, id)) };
     },
     async listDeliveries(req, ctx) {
-      const page = await deliveries.list(callerOf(ctx.values), req.webhookId, req.limit, req.startingAfter);
+      const page = await deliveries.list(
+        emOf(ctx.values),
+        callerOf(ctx.values),
+        req.webhookId,
+        req.limit,
+        req.startingAfter,
+      );
       return { deliveries: page.deliveries.map(toDelivery), hasMore: page.hasMore };
     },
     async replayDelivery(req, ctx) {
       const caller = callerOf(ctx.values);
-      const tx = ctx.values.get(kTx);
-      const id = await webhooks.replay(caller, req.id, tx);
-      return { delivery: toDelivery(await deliveries.get(caller, id, tx)) };
+      const em = emOf(ctx.values);
+      const id = await webhooks.replay(em, caller, req.id);
+      return { delivery: toDelivery(await deliveries.get(em, caller, id)) };
     },
     async getEvent(req, ctx) {
-      const event = await deliveries.event(callerOf(ctx.values), req.id);
+      const event = await deliveries.event(emOf(ctx.values), callerOf(ctx.values), req.id);
       return {
         event: {
           id: event.id,

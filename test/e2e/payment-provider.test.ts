@@ -307,7 +307,7 @@ describe("direct debits through the provider's HTTP API", () => {
   it("charges the stored authorisation on the due date and books it", async () => {
     const d = await delivered("live-101");
     clock.set(d.dueAt.getTime());
-    expect(await t.app.services.repayments.collect(d.installmentId)).toBe("COLLECTED");
+    expect(await t.app.services.repayments.collect(t.app.orm.em.fork(), d.installmentId)).toBe("COLLECTED");
     expect(fake.charges.get(`${d.installmentId}:1`)).toMatchObject({
       amount: 2_700_000,
       authorizationCode: "AUTH_debit01",
@@ -321,11 +321,13 @@ describe("direct debits through the provider's HTTP API", () => {
     const d = await delivered("live-102");
     clock.set(d.dueAt.getTime());
     fake.loseResponses = 1;
-    await expect(t.app.services.repayments.collect(d.installmentId)).rejects.toThrow(/HTTP 500/);
+    await expect(t.app.services.repayments.collect(t.app.orm.em.fork(), d.installmentId)).rejects.toThrow(
+      /HTTP 500/,
+    );
     expect(fake.charges.has(`${d.installmentId}:1`)).toBe(true);
     // The next attempt, past the lease, asks the provider about the same reference.
     clock.advance(3 * ms.minute);
-    expect(await t.app.services.repayments.collect(d.installmentId)).toBe("COLLECTED");
+    expect(await t.app.services.repayments.collect(t.app.orm.em.fork(), d.installmentId)).toBe("COLLECTED");
     expect([...fake.charges.keys()].filter((k) => k.startsWith(d.installmentId))).toEqual([
       `${d.installmentId}:1`,
     ]);
@@ -336,7 +338,7 @@ describe("direct debits through the provider's HTTP API", () => {
     const d = await delivered("live-103");
     clock.set(d.dueAt.getTime());
     fake.chargeStatus = () => ({ status: "ongoing", gatewayResponse: "" });
-    expect(await t.app.services.repayments.collect(d.installmentId)).toBe("SCHEDULED");
+    expect(await t.app.services.repayments.collect(t.app.orm.em.fork(), d.installmentId)).toBe("SCHEDULED");
     fake.chargeStatus = () => ({ status: "success", gatewayResponse: "Approved" });
     const charge = fake.charges.get(`${d.installmentId}:1`);
     if (!charge) throw new Error("no charge");
@@ -350,11 +352,11 @@ describe("direct debits through the provider's HTTP API", () => {
     const d = await delivered("live-104");
     clock.set(d.dueAt.getTime());
     fake.chargeStatus = () => ({ status: "failed", gatewayResponse: "Insufficient Funds" });
-    expect(await t.app.services.repayments.collect(d.installmentId)).toBe("SCHEDULED");
+    expect(await t.app.services.repayments.collect(t.app.orm.em.fork(), d.installmentId)).toBe("SCHEDULED");
     expect(await repayment(d.id)).toMatchObject({ status: "SCHEDULED", lastFailure: "insufficient_funds" });
     fake.chargeStatus = () => ({ status: "success", gatewayResponse: "Approved" });
     clock.advance(ms.day);
-    expect(await t.app.services.repayments.collect(d.installmentId)).toBe("COLLECTED");
+    expect(await t.app.services.repayments.collect(t.app.orm.em.fork(), d.installmentId)).toBe("COLLECTED");
     expect(fake.charges.get(`${d.installmentId}:2`)?.status).toBe("success");
     expect(await events("REPAYMENT_FAILED", d.installmentId)).toBe(1);
   });

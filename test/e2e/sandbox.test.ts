@@ -108,7 +108,7 @@ describe("the sandbox fixture users", () => {
       (await sql<{ n: string }>(t.app.orm.em.fork(), "select count(*)::text as n from ledger_entries", []))[0]
         ?.n;
     const before = await count();
-    expect(await t.app.services.fixtures.ensure()).toEqual({ seeded: false, days: 0 });
+    expect(await t.app.services.fixtures.ensure(t.app.orm.em.fork())).toEqual({ seeded: false, days: 0 });
     expect(await count()).toBe(before);
   });
 });

@@ -172,7 +172,7 @@ describe("retries", () => {
     expect(wait).toBeLessThanOrEqual(retrySchedule.delaysMs[0] * 1.1 + 1);
     // Time passes; the worker's wake-up for the due attempt arrives.
     clock.set(row.next_attempt_at);
-    await t.app.services.deliveryWorker.processBatch([d.id]);
+    await t.app.services.deliveryWorker.processBatch(t.app.orm.em.fork(), [d.id]);
     const all = await attempts(d.id);
     expect(all.map((a) => [a.attempt, a.succeeded, a.status_code])).toEqual([
       [1, false, 500],
@@ -229,7 +229,7 @@ describe("retries", () => {
       if (row.status === "GIVEN_UP") break;
       expect(row.status).toBe("FAILED");
       clock.set(row.next_attempt_at);
-      await t.app.services.deliveryWorker.processBatch([d.id]);
+      await t.app.services.deliveryWorker.processBatch(t.app.orm.em.fork(), [d.id]);
     }
     const final = await delivery(d.id);
     expect(final.status).toBe("GIVEN_UP");
@@ -249,8 +249,8 @@ describe("retries", () => {
     // Long after: nothing is due, nothing is swept, nothing is sent.
     const received = receiver.received.length;
     clock.advance(30 * ms.day);
-    await t.app.services.deliveryWorker.sweep();
-    await t.app.services.deliveryWorker.processBatch([d.id]);
+    await t.app.services.deliveryWorker.sweep(t.app.orm.em.fork());
+    await t.app.services.deliveryWorker.processBatch(t.app.orm.em.fork(), [d.id]);
     expect((await attempts(d.id)).length).toBe(all.length);
     expect(receiver.received.length).toBe(received);
     receiver.release();
@@ -265,7 +265,7 @@ describe("retries", () => {
     receiver.answer = () => ({ status: 200 });
     // The delayed wake-up runs on the database clock, far behind ours: only the sweeper can find it due.
     clock.set((await delivery(d.id)).next_attempt_at.getTime() + 10_000);
-    expect(await t.app.services.deliveryWorker.sweep()).toBeGreaterThanOrEqual(1);
+    expect(await t.app.services.deliveryWorker.sweep(t.app.orm.em.fork())).toBeGreaterThanOrEqual(1);
     await eventually(async () => (await delivery(d.id)).status === "DELIVERED", {
       what: "DELIVERED after sweep",
     });
@@ -284,8 +284,8 @@ describe("deleting a subscription", () => {
     expect(del.body).toMatchObject({ id: hook.id, deleted: true, deliveriesGivenUp: 1 });
     const received = receiver.received.length;
     clock.advance(ms.day);
-    await t.app.services.deliveryWorker.sweep();
-    await t.app.services.deliveryWorker.processBatch([d.id]);
+    await t.app.services.deliveryWorker.sweep(t.app.orm.em.fork());
+    await t.app.services.deliveryWorker.processBatch(t.app.orm.em.fork(), [d.id]);
     expect((await attempts(d.id)).length).toBe(1);
     expect(receiver.received.length).toBe(received);
     expect((await delivery(d.id)).status).toBe("GIVEN_UP");

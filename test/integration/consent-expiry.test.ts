@@ -34,9 +34,9 @@ describe("consent expiry", () => {
     });
     const id = consent?.id as string;
     clock.advance(ms.hour - 1);
-    expect(await t.app.services.consents.expireDue()).toBe(0);
+    expect(await t.app.services.consents.expireDue(t.app.orm.em.fork())).toBe(0);
     clock.advance(1);
-    expect(await t.app.services.consents.expireDue()).toBe(1);
+    expect(await t.app.services.consents.expireDue(t.app.orm.em.fork())).toBe(1);
     const read = await rest(t.partnerUrl, "GET", `/partner/v1/consents/${id}`, { key: p.sandboxKey });
     expect(read.body).toMatchObject({
       status: "EXPIRED",
@@ -51,7 +51,7 @@ describe("consent expiry", () => {
     expect(events.map((e) => JSON.parse(e.body).payload)).toContainEqual(
       expect.objectContaining({ consentId: id, revokedBy: "SYSTEM", status: "EXPIRED" }),
     );
-    expect(await t.app.services.consents.expireDue()).toBe(0);
+    expect(await t.app.services.consents.expireDue(t.app.orm.em.fork())).toBe(0);
   });
 
   it("defaults a consent to one year", async () => {

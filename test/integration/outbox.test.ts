@@ -95,7 +95,7 @@ describe("idempotency records", () => {
     });
     expect(replay.body.id).toBe(first.body.id);
     clock.advance(2);
-    expect(await t.app.services.idempotency.purgeExpired()).toBeGreaterThanOrEqual(1);
+    expect(await t.app.services.idempotency.purgeExpired(t.app.orm.em.fork())).toBeGreaterThanOrEqual(1);
     const fresh = await rest(t.partnerUrl, "POST", "/partner/v1/webhooks", {
       key: p.sandboxKey,
       body,

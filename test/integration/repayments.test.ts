@@ -103,10 +103,10 @@ describe("repayments", () => {
     });
 
     clock.set(debitTime(dayOf(1)).getTime() - 1);
-    await t.app.services.repayments.collectDue();
+    await t.app.services.repayments.collectDue(t.app.orm.em.fork());
     expect((await repayments(d.id))[0].status).toBe("SCHEDULED");
     clock.advance(1);
-    await t.app.services.repayments.collectDue();
+    await t.app.services.repayments.collectDue(t.app.orm.em.fork());
     const [collected, second] = await repayments(d.id);
     expect(collected).toMatchObject({ status: "COLLECTED", attempts: 1, collectedAt: expect.any(String) });
     expect(second.status).toBe("SCHEDULED");
@@ -126,7 +126,7 @@ describe("repayments", () => {
       expect.objectContaining({ repaymentId: collected.id, amountKobo: "550000" }),
     ]);
     // Collecting again changes nothing.
-    await t.app.services.repayments.collect(collected.id);
+    await t.app.services.repayments.collect(t.app.orm.em.fork(), collected.id);
     expect(await events("REPAYMENT_COLLECTED", d.id)).toHaveLength(1);
   });
 
@@ -134,7 +134,7 @@ describe("repayments", () => {
     const d = await disburse("rp-2_debit_fail", 200_000n, [[1, 210_000n]]);
     clock.set(debitTime(dayOf(1)));
     for (let attempt = 1; attempt <= 4; attempt++) {
-      await t.app.services.repayments.collectDue();
+      await t.app.services.repayments.collectDue(t.app.orm.em.fork());
       const [r] = await repayments(d.id);
       expect(r).toMatchObject({
         attempts: attempt,
@@ -143,7 +143,7 @@ describe("repayments", () => {
       });
       clock.advance(ms.day);
     }
-    await t.app.services.repayments.collectDue();
+    await t.app.services.repayments.collectDue(t.app.orm.em.fork());
     expect((await repayments(d.id))[0].attempts).toBe(4);
     const failed = await events("REPAYMENT_FAILED", d.id);
     expect(failed.map((f) => [f.attempt, f.willRetry])).toEqual([
@@ -167,7 +167,7 @@ describe("repayments", () => {
       ledgerWindowDays: 30,
     });
     clock.set(debitTime(dayOf(1)));
-    await t.app.services.repayments.collectDue();
+    await t.app.services.repayments.collectDue(t.app.orm.em.fork());
     const snap = (
       await rest(t.partnerUrl, "GET", `/partner/v1/users/${d.userId}/snapshot`, { key: other.sandboxKey })
     ).body;
@@ -203,7 +203,7 @@ describe("repayments", () => {
       fees += feeKobo(amount, 150);
     }
     clock.set(debitTime(dayOf(1)));
-    await t.app.services.repayments.collectDue();
+    await t.app.services.repayments.collectDue(t.app.orm.em.fork());
     for (const id of made) repaid += BigInt((await repayments(id))[0].amountKobo);
     const after = (await rest(t.partnerUrl, "GET", "/partner/v1/books", { key: p.sandboxKey })).body;
     expect(BigInt(after.principalOutKobo) - BigInt(before.principalOutKobo)).toBe(-principal);

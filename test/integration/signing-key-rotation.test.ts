@@ -61,14 +61,14 @@ describe("quarterly signing-key rotation", () => {
 
   it("switches at the turn: the new key ACTIVE and signing, the old one OUTGOING", async () => {
     clock.set("2027-03-31T23:59:59.999Z");
-    expect((await t.app.services.signingKeys.signer("sandbox")).kid).toBe(first);
+    expect((await t.app.services.signingKeys.signer(t.app.orm.em.fork(), "sandbox")).kid).toBe(first);
     clock.set("2027-04-01T00:00:00Z");
     const keys = await published();
     expect(keys.map((k) => [k.kid, k.status])).toEqual([
       [second, "ACTIVE"],
       [first, "OUTGOING"],
     ]);
-    expect((await t.app.services.signingKeys.signer("sandbox")).kid).toBe(second);
+    expect((await t.app.services.signingKeys.signer(t.app.orm.em.fork(), "sandbox")).kid).toBe(second);
   });
 
   it("drops the old key 30 days after the turn", async () => {

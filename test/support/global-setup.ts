@@ -5,7 +5,7 @@ import path from "node:path";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "../../src/platform/db/embedded.ts";
-import { createOrm, migrate } from "../../src/platform/db/orm.ts";
+import { migrate } from "../../src/platform/db/orm.ts";
 import { startBoss } from "../../src/platform/jobs/boss.ts";
 import { createLogger } from "../../src/platform/logger.ts";
 import { withDatabase } from "./urls.ts";
@@ -59,9 +59,7 @@ export default async function setup(project: TestProject) {
   await admin.connect();
   await admin.query(`create database ${template}`);
   const templateUrl = withDatabase(adminUrl, template);
-  const orm = await createOrm({ databaseUrl: templateUrl, poolSize: 2, logger });
-  await migrate(orm, templateUrl);
-  await orm.close();
+  await migrate(templateUrl, logger);
   const boss = await startBoss({ databaseUrl: templateUrl, logger, supervise: false });
   await boss.stop({ graceful: false, close: true });
 

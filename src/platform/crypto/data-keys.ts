@@ -1,4 +1,4 @@
-import type { Orm } from "../db/orm.ts";
+import type { Em } from "../db/orm.ts";
 import { sql } from "../db/sql.ts";
 import { deriveKey } from "./keys.ts";
 import type { SecretBox } from "./secret-box.ts";
@@ -28,13 +28,12 @@ const MISMATCH =
  * is sealed) must open first, so a wrong key never gets to create them.
  */
 export async function loadDataKeys(
-  orm: Orm,
+  em: Em,
   box: SecretBox,
   masterKey: Buffer,
   now: Date,
   probe: () => Promise<{ sealed: Buffer; aad: string } | undefined> = async () => undefined,
 ): Promise<DataKeys> {
-  const em = orm.em.fork();
   const [present] = await sql<{ n: number }>(em, "select count(*)::int as n from data_keys");
   const sample = present?.n === 0 ? await probe() : undefined;
   if (sample) {

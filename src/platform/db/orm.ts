@@ -15,15 +15,28 @@ export type Orm = MikroORM;
 /** The entity manager type the service uses; fork one per request and per job. */
 export type Em = EntityManager;
 
+/** Limits that keep one slow or stuck unit of work from holding the pool (ARCHITECTURE.md "Data"). */
+export interface DbTimeouts {
+  /** How long a unit of work waits for a pooled connection before it fails (503 `unavailable`). */
+  acquireMs: number;
+  /** PostgreSQL `statement_timeout` of every pooled session. */
+  statementMs: number;
+  /** PostgreSQL `idle_in_transaction_session_timeout`: a transaction left waiting this long is killed. */
+  idleInTransactionMs: number;
+}
+
 /** Options for {@link createOrm}. */
 export interface OrmOptions {
   databaseUrl: string;
   poolSize: number;
   logger: Logger;
+  /** Unset: no limits (migrations and operators' tools, whose statements may rightly run long). */
+  timeouts?: DbTimeouts;
 }
 
 /** Connects the ORM. No global context: every unit of work forks its own EntityManager. */
 export async function createOrm(options: OrmOptions): Promise<Orm> {
+  const { timeouts, logger } = options;
   return MikroORM.init({
     clientUrl: options.databaseUrl,
     entities,
@@ -38,10 +51,29 @@ export async function createOrm(options: OrmOptions): Promise<Orm> {
       silent: true,
     },
     pool: { min: 0, max: options.poolSize },
+    // Passed to `pg.Pool`: `connectionTimeoutMillis` also bounds the wait for a free pooled connection.
+    driverOptions: {
+      application_name: "partner-api",
+      ...(timeouts && {
+        connectionTimeoutMillis: timeouts.acquireMs,
+        statement_timeout: timeouts.statementMs,
+        idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
+      }),
+      onPoolCreated: (pool: pg.Pool) => {
+        // PostgreSQL ends a session whose transaction sat idle too long (a unit of work stuck on something
+        // other than the database): say so loudly, the pool replaces the connection by itself.
+        pool.on("connect", (client) => {
+          client.on("error", (err: Error & { code?: string }) => {
+            if (err.code === "25P03") logger.error("killed a transaction left idle too long", { err });
+            else logger.warn("database connection lost", { err: err.message, code: err.code });
+          });
+        });
+      },
+    },
     allowGlobalContext: false,
     ensureDatabase: false,
     debug: false,
-    logger: (message) => options.logger.debug("orm", { message }),
+    logger: (message) => logger.debug("orm", { message }),
   });
 }
 
@@ -50,11 +82,13 @@ const MIGRATION_LOCK = 7_104_223_301;
 
 /**
  * Applies pending migrations under a PostgreSQL advisory lock, so replicas starting together migrate once
- * (MikroORM's migrator takes no lock of its own). Returns the names of the migrations applied.
+ * (MikroORM's migrator takes no lock of its own). It uses an ORM of its own, without the service's
+ * statement time-out. Returns the names of the migrations applied.
  */
-export async function migrate(orm: Orm, databaseUrl: string): Promise<string[]> {
+export async function migrate(databaseUrl: string, logger: Logger): Promise<string[]> {
   const lock = new pg.Client({ connectionString: databaseUrl, application_name: "partner-api migrate" });
   await lock.connect();
+  const orm = await createOrm({ databaseUrl, poolSize: 1, logger });
   try {
     await lock.query("select pg_advisory_lock($1)", [MIGRATION_LOCK]);
     const applied = await orm.migrator.up();
@@ -62,5 +96,6 @@ export async function migrate(orm: Orm, databaseUrl: string): Promise<string[]> 
   } finally {
     await lock.query("select pg_advisory_unlock($1)", [MIGRATION_LOCK]).catch(() => undefined);
     await lock.end();
+    await orm.close();
   }
 }

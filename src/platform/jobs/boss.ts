@@ -22,12 +22,17 @@ export interface Queues {
   "consents.expire": Record<string, never>;
   /** Keeps the sandbox fixture users present, their ledger topped up to yesterday. */
   "sandbox.fixtures": Record<string, never>;
-  /** Housekeeping: expired idempotency records, old delivery attempts. */
-  "maintenance.hourly": Record<string, never>;
+  /** Hourly: webhook attempts past their retention. */
+  "webhooks.housekeeping": Record<string, never>;
+  /** Hourly: idempotency records past their 7 days. */
+  "idempotency.purge": Record<string, never>;
 }
 
 /** A queue name. */
 export type QueueName = keyof Queues;
+
+/** Queues an earlier version had; removed at start. */
+const RETIRED_QUEUES = ["maintenance.hourly"];
 
 /** Queue settings, as data. */
 export const queueOptions: Record<
@@ -45,12 +50,14 @@ export const queueOptions: Record<
   "signing-keys.maintain": { retryLimit: 3, expireInSeconds: 60, notify: true },
   // Completed wake-ups carry nothing worth keeping (attempts are recorded on the delivery): drop them soon.
   "webhooks.deliver": { retryLimit: 5, expireInSeconds: 120, notify: true, deleteAfterSeconds: 3_600 },
-  "maintenance.hourly": { retryLimit: 2, expireInSeconds: 600, notify: false },
+  "webhooks.housekeeping": { retryLimit: 2, expireInSeconds: 600, notify: false },
+  "idempotency.purge": { retryLimit: 2, expireInSeconds: 600, notify: false },
   "sandbox.fixtures": { retryLimit: 2, expireInSeconds: 600, notify: false },
   "consents.expire": { retryLimit: 2, expireInSeconds: 300, notify: true },
   // A payout job that dies (or its process does, or the provider cannot answer) is retried, backing off to
   // five minutes; the provider is asked by our id, so a retry never pays twice. Past the retries, the minute
-  // sweep keeps asking.
+  // sweep keeps asking. These queues are `standard`: two jobs for one payout or installment may exist (a
+  // sweep and a retry), and the claim on the row, with its lease, is what lets only one of them act.
   "disbursements.payout": {
     retryLimit: 20,
     expireInSeconds: 60,
@@ -102,6 +109,11 @@ export async function startBoss({
   boss.on("error", (err) => logger.error("job queue error", { err }));
   boss.on("warning", (warning) => logger.warn("job queue warning", { warning }));
   await boss.start();
+  for (const name of RETIRED_QUEUES) {
+    // A retired queue keeps no schedule, so no job is created that no worker takes.
+    await boss.unschedule(name).catch(() => undefined);
+    if (await boss.getQueue(name)) await boss.deleteQueue(name);
+  }
   for (const [name, options] of Object.entries(queueOptions)) {
     // createQueue leaves an existing queue as it was; updateQueue brings its settings up to date.
     await boss.createQueue(name, options);

@@ -10,10 +10,11 @@ export const kRequestId = createContextKey<string>("", { description: "request i
 export const kCaller = createContextKey<Caller | undefined>(undefined, { description: "caller" });
 
 /**
- * The transaction a write must join, when the edge opened one (idempotent requests: the idempotency
- * record is written in the same transaction as the change it guards).
+ * The request's unit of work: one EntityManager the edge forks per request, on every face. While an
+ * idempotent request runs, it is the transaction that also stores the idempotency record, so the handler's
+ * writes join it. Handlers pass it to the services; nothing below forks its own.
  */
-export const kTx = createContextKey<Em | undefined>(undefined, { description: "transaction" });
+export const kEm = createContextKey<Em | undefined>(undefined, { description: "entity manager" });
 
 /**
  * The stored response of an idempotent request being replayed: handlers wrapped with `replayable` return
@@ -23,6 +24,13 @@ export const kReplay = createContextKey<unknown>(undefined, { description: "idem
 
 /** A logger bound to the request id. */
 export const kLogger = createContextKey<Logger | undefined>(undefined, { description: "logger" });
+
+/** The request's EntityManager; the edge guarantees it is set. */
+export function emOf(values: ContextValues): Em {
+  const em = values.get(kEm);
+  if (!em) throw new Error("handler reached without the request's EntityManager");
+  return em;
+}
 
 /** The caller of a partner handler; the edge guarantees it is set. */
 export function callerOf(values: ContextValues): Caller {

@@ -4,10 +4,11 @@ import type { ApiKeyService } from "../../apikeys/api-key.service.ts";
 import type { IdempotencyService } from "../../idempotency/idempotency.service.ts";
 import type { RateDecision, RateLimiter } from "../../ratelimit/rate-limiter.ts";
 import { constantTimeEqualStrings } from "../crypto/tokens.ts";
+import type { Orm } from "../db/orm.ts";
 import { ApiError } from "../errors.ts";
 import { rateClassOf, restBindings } from "../http/rules.ts";
 import type { Metrics } from "../metrics.ts";
-import { callerOf, kCaller, kReplay, kTx } from "./context.ts";
+import { callerOf, emOf, kCaller, kEm, kReplay } from "./context.ts";
 
 /** One call as the edge sees it, whichever face (REST, Connect, gRPC-Web, gRPC) it came in on. */
 export interface EdgeCall {
@@ -58,6 +59,8 @@ const isPost = (method: DescMethod) => {
 
 /** Options for {@link createPartnerEdge}. */
 export interface PartnerEdgeOptions {
+  /** Forked once per request: the request's unit of work. */
+  orm: Orm;
   apiKeys: ApiKeyService;
   rateLimiter: RateLimiter;
   idempotency: IdempotencyService;
@@ -65,13 +68,21 @@ export interface PartnerEdgeOptions {
 }
 
 /** The partner listener's edge: API key, per-key rate limit, then idempotency keys on POSTs. */
-export function createPartnerEdge({ apiKeys, rateLimiter, idempotency, metrics }: PartnerEdgeOptions): Edge {
+export function createPartnerEdge({
+  orm,
+  apiKeys,
+  rateLimiter,
+  idempotency,
+  metrics,
+}: PartnerEdgeOptions): Edge {
   return {
     async admit(call) {
-      const caller = await apiKeys.authenticate(bearer(call.requestHeader));
+      const em = orm.em.fork();
+      call.values.set(kEm, em);
+      const caller = await apiKeys.authenticate(em, bearer(call.requestHeader));
       call.values.set(kCaller, caller);
       const cls = rateClassOf(call.method);
-      const decision = await rateLimiter.take(caller.keyId, cls);
+      const decision = await rateLimiter.take(em, caller.keyId, cls);
       const headers = rateLimitHeaders(cls, decision);
       for (const [k, v] of Object.entries(headers)) call.responseHeader.set(k, v);
       if (!decision.allowed) {
@@ -87,18 +98,20 @@ export function createPartnerEdge({ apiKeys, rateLimiter, idempotency, metrics }
       const key = call.requestHeader.get("idempotency-key");
       if (key === null || !isPost(call.method)) return handler();
       const { method } = call;
+      const em = emOf(call.values);
       const result = await idempotency.run(
+        em,
         callerOf(call.values),
         key,
         `${method.parent.typeName}/${method.name}`,
         toBinary(method.input, request as never),
         async (tx) => {
           // The handler's writes join the transaction that stores the idempotency record.
-          call.values.set(kTx, tx);
+          call.values.set(kEm, tx);
           try {
             return toBinary(method.output, create(method.output, (await handler()) as never));
           } finally {
-            call.values.set(kTx, undefined);
+            call.values.set(kEm, em);
           }
         },
       );
@@ -126,8 +139,8 @@ export function replayable<T extends object>(impl: T): T {
   return wrapped as T;
 }
 
-/** The internal listener's edge: the service token, compared in constant time. */
-export function createInternalEdge(token: string): Edge {
+/** The internal listener's edge: the service token, compared in constant time; one EntityManager per call. */
+export function createInternalEdge(token: string, orm: Orm): Edge {
   return {
     async admit(call) {
       const presented = bearer(call.requestHeader);
@@ -136,6 +149,7 @@ export function createInternalEdge(token: string): Edge {
       if (!constantTimeEqualStrings(presented, token)) {
         throw new ApiError("unauthenticated", "The service token is not valid.");
       }
+      call.values.set(kEm, orm.em.fork());
     },
     invoke: (_call, _request, handler) => handler(),
   };

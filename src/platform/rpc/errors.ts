@@ -55,6 +55,13 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
   }
   // The database is unreachable or restarting: the request may be retried (it ran in a transaction that
   // did not commit), so say so instead of blaming ourselves with a 500.
+  if (isPoolExhausted(err)) {
+    logger.warn("no database connection free in time", { err: (err as Error).message });
+    return new ApiError("unavailable", "The service is busy; retry shortly.", {
+      retryAfterSeconds: 1,
+      cause: err,
+    });
+  }
   if (isDatabaseUnavailable(err)) {
     logger.warn("database unavailable", { err: (err as Error).message });
     return new ApiError("unavailable", "The service cannot reach its database; retry shortly.", {
@@ -64,6 +71,24 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
   }
   logger.error("unhandled error", { err });
   return new ApiError("internal", undefined, { cause: err });
+}
+
+/**
+ * True when no pooled connection came free within DB_ACQUIRE_TIMEOUT_MS (pg-pool's wording), or PostgreSQL
+ * cancelled a statement or a transaction at its time-out: the request did not commit and may be retried.
+ */
+export function isPoolExhausted(err: unknown): boolean {
+  for (
+    let e = err as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0;
+    e && depth < 5;
+    depth++
+  ) {
+    if (e.code === "57014" || e.code === "25P03") return true;
+    if (typeof e.message === "string" && e.message.includes("timeout exceeded when trying to connect"))
+      return true;
+    e = e.cause as typeof e;
+  }
+  return false;
 }
 
 const UNAVAILABLE_SQLSTATES = new Set([
