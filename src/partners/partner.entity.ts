@@ -5,12 +5,17 @@ export const PartnerEntity = defineEntity({
   name: "Partner",
   tableName: "partners",
   properties: {
-    id: p.string().primary(),
-    name: p.string(),
-    /** Fee on each disbursement in basis points of the principal (SPEC.md rule 6). */
+    id: p.text().primary(),
+    /** 1 to 200 characters. */
+    name: p.text(),
+    /** Fee on each disbursement in basis points of the principal (SPEC.md rule 6), 0 to 10000. */
     feeRateBps: p.integer(),
     createdAt: p.datetime(),
   },
+  checks: [
+    { name: "partners_name_check", expression: "char_length(name) >= 1 and char_length(name) <= 200" },
+    { name: "partners_fee_rate_bps_check", expression: "fee_rate_bps >= 0 and fee_rate_bps <= 10000" },
+  ],
 });
 
 /** A partner row. */

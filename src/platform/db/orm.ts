@@ -1,14 +1,12 @@
 import { Migrator } from "@mikro-orm/migrations";
 import { type EntityManager, MikroORM } from "@mikro-orm/postgresql";
 import pg from "pg";
-import { ApiKeyEntity } from "../../apikeys/api-key.entity.ts";
-import { PartnerEntity } from "../../partners/partner.entity.ts";
-import { SigningKeyEntity } from "../../signing/signing-key.entity.ts";
 import type { Logger } from "../logger.ts";
+import { entities, routines } from "./entities.ts";
 import { migrations } from "./migrations/index.ts";
 
-/** Every entity of the service. */
-export const entities = [PartnerEntity, ApiKeyEntity, SigningKeyEntity];
+/** Every entity of the service (the list lives in `entities.ts`; re-exported for existing imports). */
+export { entities };
 
 /** The ORM type the service uses. */
 export type Orm = MikroORM;
@@ -40,6 +38,7 @@ export async function createOrm(options: OrmOptions): Promise<Orm> {
   return MikroORM.init({
     clientUrl: options.databaseUrl,
     entities,
+    routines,
     extensions: [Migrator],
     // The migrations block is merged field by field; a missing migrationsList would silently migrate nothing.
     migrations: {

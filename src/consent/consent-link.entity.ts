@@ -1,0 +1,53 @@
+import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
+import { environments } from "../apikeys/api-key.entity.ts";
+import { PartnerEntity } from "../partners/partner.entity.ts";
+import { ConsentEntity } from "./consent.entity.ts";
+
+/**
+ * A link a partner sends a person to ask for consent. The person is known only by the keyed hash of the
+ * phone number the partner gave; the consent is granted when they accept.
+ */
+export const ConsentLinkEntity = defineEntity({
+  name: "ConsentLink",
+  tableName: "consent_links",
+  properties: {
+    id: p.text().primary(),
+    partnerId: () =>
+      p
+        .manyToOne(PartnerEntity)
+        .mapToPk()
+        .fieldName("partner_id")
+        .foreignKeyName("consent_links_partner_id_fkey"),
+    environment: p.enum(environments),
+    /** SHA-256 of the link's token: the page finds the link by it. */
+    tokenHash: p.type("bytea").unique("consent_links_token_hash_key"),
+    /** The token sealed under the master key, so the partner can be shown the link again. */
+    tokenEnc: p.type("bytea"),
+    /** HMAC-SHA-256 of the phone number under the `phone-hash` data key. */
+    phoneHash: p.type("bytea"),
+    phoneLast4: p.text(),
+    /** The scopes and windows the consent will have. */
+    scopes: p.array(),
+    ledgerWindowDays: p.integer(),
+    maxLedgerWindowDays: p.integer(),
+    /** Where the page sends the person when they have decided. */
+    redirectUrl: p.text().nullable(),
+    status: p.enum(["PENDING", "ACCEPTED", "DECLINED"] as const),
+    /** The consent granted when the link was accepted. */
+    consentId: () =>
+      p
+        .manyToOne(ConsentEntity)
+        .mapToPk()
+        .nullable()
+        .deleteRule("no action")
+        .fieldName("consent_id")
+        .foreignKeyName("consent_links_consent_id_fkey"),
+    expiresAt: p.datetime(),
+    decidedAt: p.datetime().nullable(),
+    createdAt: p.datetime(),
+  },
+  indexes: [{ name: "consent_links_by_owner", properties: ["partnerId", "environment", "createdAt"] }],
+});
+
+/** A consent link row. */
+export type ConsentLink = InferEntity<typeof ConsentLinkEntity>;

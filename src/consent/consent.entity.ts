@@ -1,0 +1,77 @@
+import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
+import { environments } from "../apikeys/api-key.entity.ts";
+import { PartnerEntity } from "../partners/partner.entity.ts";
+import { UserEntity } from "../users/user.entity.ts";
+
+/**
+ * A user's consent to share data with a partner. At most one is ACTIVE per person, partner and environment:
+ * a new grant supersedes the old one.
+ */
+export const ConsentEntity = defineEntity({
+  name: "Consent",
+  tableName: "consents",
+  properties: {
+    id: p.text().primary(),
+    partnerId: () =>
+      p.manyToOne(PartnerEntity).mapToPk().fieldName("partner_id").foreignKeyName("consents_partner_id_fkey"),
+    environment: p.enum(environments),
+    userId: () =>
+      p.manyToOne(UserEntity).mapToPk().fieldName("user_id").foreignKeyName("consents_user_id_fkey"),
+    status: p.enum(["ACTIVE", "REVOKED", "EXPIRED"] as const),
+    /** What the partner may read (at least one scope). */
+    scopes: p.array(),
+    /** Days of ledger a snapshot covers by default, 1 to `maxLedgerWindowDays`. */
+    ledgerWindowDays: p.integer(),
+    /** The most a partner may ask for, up to 365. */
+    maxLedgerWindowDays: p.integer(),
+    source: p.enum(["DASHBOARD", "CONSENT_LINK"] as const),
+    grantedAt: p.datetime(),
+    expiresAt: p.datetime(),
+    revokedAt: p.datetime().nullable(),
+    revokedBy: p.enum(["USER", "PARTNER", "SYSTEM"] as const).nullable(),
+    /** The consent that replaced this one. */
+    supersededBy: () =>
+      p
+        .manyToOne(ConsentEntity)
+        .mapToPk()
+        .nullable()
+        .deleteRule("no action")
+        .fieldName("superseded_by")
+        .foreignKeyName("consents_superseded_by_fkey"),
+  },
+  checks: [
+    { name: "consents_scopes_check", expression: "cardinality(scopes) > 0" },
+    {
+      name: "consents_ledger_window_days_check",
+      expression: "ledger_window_days >= 1 and ledger_window_days <= 365",
+    },
+    {
+      name: "consents_check",
+      expression: "max_ledger_window_days >= ledger_window_days and max_ledger_window_days <= 365",
+    },
+  ],
+  uniques: [
+    {
+      name: "consents_one_active",
+      properties: ["partnerId", "environment", "userId"],
+      where: "status = 'ACTIVE'",
+    },
+  ],
+  indexes: [
+    { name: "consents_by_user", columns: [{ name: "userId" }, { name: "grantedAt", sort: "desc" }] },
+    {
+      name: "consents_by_owner",
+      columns: [
+        { name: "partnerId" },
+        { name: "environment" },
+        { name: "userId" },
+        { name: "grantedAt", sort: "desc" },
+      ],
+    },
+    { name: "consents_expiring", properties: ["expiresAt"], where: "status = 'ACTIVE'" },
+    { name: "consents_active_standing", properties: ["userId"], where: "status = 'ACTIVE'" },
+  ],
+});
+
+/** A consent row. */
+export type Consent = InferEntity<typeof ConsentEntity>;

@@ -1,0 +1,61 @@
+import { ApiKeyEntity } from "../../apikeys/api-key.entity.ts";
+import { BookEntryEntity } from "../../books/book-entry.entity.ts";
+import { ConsentEntity } from "../../consent/consent.entity.ts";
+import { ConsentLinkEntity } from "../../consent/consent-link.entity.ts";
+import { DisbursementEntity } from "../../disbursements/disbursement.entity.ts";
+import { InstallmentEntity } from "../../disbursements/installment.entity.ts";
+import { SandboxDebitEntity } from "../../disbursements/sandbox-debit.entity.ts";
+import { SandboxTransferEntity } from "../../disbursements/sandbox-transfer.entity.ts";
+import { IdempotencyKeyEntity } from "../../idempotency/idempotency-key.entity.ts";
+import { LedgerCounterpartyEntity } from "../../ledger/ledger-counterparty.entity.ts";
+import { LedgerDailyEntity } from "../../ledger/ledger-daily.entity.ts";
+import { LedgerEntryEntity } from "../../ledger/ledger-entry.entity.ts";
+import { PartnerEntity } from "../../partners/partner.entity.ts";
+import { RateLimitBucketEntity } from "../../ratelimit/rate-limit-bucket.entity.ts";
+import { RateLimitTake } from "../../ratelimit/rate-limit-take.routine.ts";
+import { SandboxFixtureEntity } from "../../sandbox/sandbox-fixture.entity.ts";
+import { SigningKeyEntity } from "../../signing/signing-key.entity.ts";
+import { StandingEntity } from "../../standing/standing.entity.ts";
+import { KycEntity } from "../../users/kyc.entity.ts";
+import { PaymentInstrumentEntity } from "../../users/payment-instrument.entity.ts";
+import { UserEntity } from "../../users/user.entity.ts";
+import { WebhookAttemptEntity } from "../../webhooks/attempt.entity.ts";
+import { WebhookDeliveryEntity } from "../../webhooks/delivery.entity.ts";
+import { EventEntity } from "../../webhooks/event.entity.ts";
+import { WebhookEntity } from "../../webhooks/webhook.entity.ts";
+import { DataKeyEntity } from "../crypto/data-key.entity.ts";
+
+/**
+ * Every entity of the service: one per table the migrations create, so MikroORM's schema diff against the
+ * migrated database is empty (`test/integration/schema.test.ts` keeps it so).
+ */
+export const entities = [
+  PartnerEntity,
+  ApiKeyEntity,
+  SigningKeyEntity,
+  RateLimitBucketEntity,
+  WebhookEntity,
+  EventEntity,
+  WebhookDeliveryEntity,
+  WebhookAttemptEntity,
+  IdempotencyKeyEntity,
+  UserEntity,
+  ConsentEntity,
+  ConsentLinkEntity,
+  LedgerEntryEntity,
+  LedgerDailyEntity,
+  LedgerCounterpartyEntity,
+  StandingEntity,
+  KycEntity,
+  DisbursementEntity,
+  InstallmentEntity,
+  BookEntryEntity,
+  SandboxDebitEntity,
+  SandboxTransferEntity,
+  PaymentInstrumentEntity,
+  SandboxFixtureEntity,
+  DataKeyEntity,
+];
+
+/** Every stored routine the migrations create, declared so the schema diff compares them too. */
+export const routines = [RateLimitTake];

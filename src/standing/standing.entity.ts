@@ -1,0 +1,39 @@
+import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
+import { UserEntity } from "../users/user.entity.ts";
+
+/** The standing signals as stored (JSON object of numbers, null where unknown). */
+export type StandingSignals = Record<string, number | null>;
+/** The work signals as stored (JSON object of numbers and flags, null where unknown). */
+export type WorkSignals = Record<string, number | boolean | null>;
+
+/** A user's standing as the platform last scored it: tier, score and the signals behind them. */
+export const StandingEntity = defineEntity({
+  name: "Standing",
+  tableName: "standings",
+  properties: {
+    userId: () =>
+      p
+        .manyToOne(UserEntity)
+        .mapToPk()
+        .primary()
+        .fieldName("user_id")
+        .foreignKeyName("standings_user_id_fkey")
+        // Without these, MikroORM would cascade a primary-key relation; the table does not.
+        .deleteRule("no action")
+        .updateRule("no action"),
+    tier: p.enum(["Unrated", "Emerging", "Established", "Trusted"] as const),
+    /** 0 to 1000. */
+    score: p.integer(),
+    /** The version of the scoring model that produced the score. */
+    scoreVersion: p.text(),
+    standingSignals: p.json<StandingSignals>(),
+    workSignals: p.json<WorkSignals>(),
+    /** When the platform computed it. */
+    asOf: p.datetime(),
+    updatedAt: p.datetime(),
+  },
+  checks: [{ name: "standings_score_check", expression: "score >= 0 and score <= 1000" }],
+});
+
+/** A standing row. */
+export type Standing = InferEntity<typeof StandingEntity>;

@@ -1,0 +1,44 @@
+import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
+import { WebhookDeliveryEntity } from "./delivery.entity.ts";
+import { WebhookEntity } from "./webhook.entity.ts";
+
+/** One HTTP attempt of a delivery, kept for the partner's delivery log (old ones are pruned hourly). */
+export const WebhookAttemptEntity = defineEntity({
+  name: "WebhookAttempt",
+  tableName: "webhook_attempts",
+  properties: {
+    /** `bigint generated always as identity`: the database numbers attempts. */
+    id: p.bigint().primary().autoincrement().generated("identity"),
+    deliveryId: () =>
+      p
+        .manyToOne(WebhookDeliveryEntity)
+        .mapToPk()
+        .fieldName("delivery_id")
+        .foreignKeyName("webhook_attempts_delivery_id_fkey"),
+    webhookId: () =>
+      p
+        .manyToOne(WebhookEntity)
+        .mapToPk()
+        .fieldName("webhook_id")
+        .foreignKeyName("webhook_attempts_webhook_id_fkey"),
+    /** 1 for the first attempt of the delivery. */
+    attempt: p.integer(),
+    startedAt: p.datetime(),
+    /** A 2xx answer. */
+    succeeded: p.boolean(),
+    /** The HTTP status, if an answer came. */
+    statusCode: p.integer().nullable(),
+    /** Why it failed without an answer (time-out, refused, …). */
+    error: p.text().nullable(),
+    latencyMs: p.integer(),
+    /** The first 4 KiB of the receiver's answer. */
+    responseBody: p.text().nullable(),
+  },
+  indexes: [
+    { name: "attempts_by_delivery", properties: ["deliveryId", "attempt"] },
+    { name: "attempts_by_webhook_time", properties: ["webhookId", "startedAt"] },
+  ],
+});
+
+/** A webhook attempt row. */
+export type WebhookAttempt = InferEntity<typeof WebhookAttemptEntity>;
