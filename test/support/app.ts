@@ -26,6 +26,8 @@ export interface TestAppOptions {
   internalToken?: string;
   /** DNS answers for webhook destinations. */
   resolver?: Resolver;
+  /** Receives every log line at `info` and above, as JSON text (for tests of what operators are told). */
+  onLog?: (line: string) => void;
 }
 
 /** A running service on loopback ports, with clients for its internal API. */
@@ -73,7 +75,10 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     dbPoolSize: 5,
     ...options.config,
   };
-  const logger = createLogger({ level: testLogLevel, write: (line) => process.stderr.write(`${line}\n`) });
+  const onLog = options.onLog;
+  const logger = onLog
+    ? createLogger({ level: "info", write: onLog })
+    : createLogger({ level: testLogLevel, write: (line) => process.stderr.write(`${line}\n`) });
   const app = await createApp({
     config,
     databaseUrl,
