@@ -1,4 +1,4 @@
-import { randomFillSync } from "node:crypto";
+import { encodeTime, monotonicFactory, ulid as freshUlid } from "ulid";
 
 /** The id prefixes of CONTRACT.md §1, one per resource. */
 export type IdPrefix =
@@ -15,78 +15,18 @@ export type IdPrefix =
   | "rpy"
   | "req";
 
-const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-
-// Randomness is drawn from the CSPRNG in blocks: one system call per 512 ids instead of one per id.
-const pool = Buffer.alloc(5 * 1024);
-let poolAt = pool.length;
-
-let lastMs = -1;
-/** The 80 random bits of the last id, as 16 base32 digits (0-31), kept to make ids monotonic within a ms. */
-const lastRandom = new Uint8Array(16);
-
-function freshRandom(): void {
-  if (poolAt + 10 > pool.length) {
-    randomFillSync(pool);
-    poolAt = 0;
-  }
-  // 10 bytes = 80 bits = 16 base32 digits.
-  let acc = 0;
-  let bits = 0;
-  let digit = 0;
-  for (let i = 0; i < 10; i++) {
-    acc = (acc << 8) | (pool[poolAt + i] as number);
-    bits += 8;
-    while (bits >= 5) {
-      bits -= 5;
-      lastRandom[digit++] = (acc >> bits) & 31;
-    }
-    acc &= (1 << bits) - 1;
-  }
-  poolAt += 10;
-}
-
-function increment(): void {
-  for (let i = 15; i >= 0; i--) {
-    const v = (lastRandom[i] as number) + 1;
-    if (v < 32) {
-      lastRandom[i] = v;
-      return;
-    }
-    lastRandom[i] = 0;
-  }
-}
+// The first id of each millisecond draws 80 fresh random bits from the CSPRNG; the next ones in that
+// millisecond increment them, so ids made in this process sort by creation.
+const monotonic = monotonicFactory();
 
 /**
  * A ULID (https://github.com/ulid/spec): 48-bit time, 80 random bits. Ids made for "now" are monotonic
- * within this process; an explicit time gives a fresh random part.
+ * within this process; an explicit time (a signing key's start) gives a fresh random part.
  */
 export function ulid(at?: number): string {
-  if (at !== undefined) {
-    freshRandom();
-    return encode(at);
-  }
-  const ms = Date.now();
-  if (ms > lastMs) {
-    lastMs = ms;
-    freshRandom();
-  } else {
-    increment();
-  }
-  return encode(lastMs);
-}
-
-function encode(ms: number): string {
-  let out = "";
-  let t = ms;
-  const time: string[] = [];
-  for (let i = 0; i < 10; i++) {
-    time.push(CROCKFORD[t % 32] as string);
-    t = Math.floor(t / 32);
-  }
-  for (let i = 9; i >= 0; i--) out += time[i];
-  for (let i = 0; i < 16; i++) out += CROCKFORD[lastRandom[i] as number];
-  return out;
+  // The package's `ulid(seedTime)` reads a seed of 0 as "now": the time is encoded here, beside a fresh
+  // random part.
+  return at === undefined ? monotonic() : encodeTime(at, 10) + freshUlid().slice(10);
 }
 
 /** A new prefixed ULID such as `req_01JD4W6Y0M4K6H2Q8V3Z5N7B9C`; ids made in one process sort by creation. */
