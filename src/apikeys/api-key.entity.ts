@@ -1,10 +1,6 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
 import { PartnerEntity } from "../partners/partner.entity.ts";
-
-/** The two environments (CONTRACT.md §2). One deployment serves both; the API key decides. */
-export const environments = ["sandbox", "production"] as const;
-/** An environment. Every partner-owned row carries one. */
-export type Environment = (typeof environments)[number];
+import { environments } from "../platform/tenancy.ts";
 
 /** A partner API key. Only the SHA-256 of the secret is stored (CONTRACT.md §2). */
 export const ApiKeyEntity = defineEntity({

@@ -5,7 +5,8 @@ import { ApiKey_Status, type ApiKeySchema, type ApiKeyService } from "../../gen/
 import type { Clock } from "../platform/clock.ts";
 import { validationFailed } from "../platform/errors.ts";
 import { emOf } from "../platform/rpc/context.ts";
-import type { ApiKeyRow, Environment } from "./api-key.entity.ts";
+import type { Environment } from "../platform/tenancy.ts";
+import type { ApiKeyRow } from "./api-key.entity.ts";
 import { apiKeyStatus, type ApiKeyService as Keys } from "./api-key.service.ts";
 
 /** Reads an environment name, or fails with `validation_failed`. */

@@ -7,14 +7,8 @@ import { notifySql } from "../platform/db/change-feed.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
-import { ApiKeyEntity, type ApiKeyRow, type Environment } from "./api-key.entity.ts";
-
-/** Who is calling: established from the API key, read by every partner handler. */
-export interface Caller {
-  keyId: string;
-  partnerId: string;
-  environment: Environment;
-}
+import type { Caller, Environment } from "../platform/tenancy.ts";
+import { ApiKeyEntity, type ApiKeyRow } from "./api-key.entity.ts";
 
 /** A key's lifecycle state at a given time. */
 export type ApiKeyStatus = "ACTIVE" | "EXPIRING" | "EXPIRED" | "REVOKED";

@@ -1,13 +1,14 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
-import { environments } from "../apikeys/api-key.entity.ts";
 import { DisbursementEntity } from "../disbursements/disbursement.entity.ts";
 import { InstallmentEntity } from "../disbursements/installment.entity.ts";
 import { PartnerEntity } from "../partners/partner.entity.ts";
+import { environments, tenantFilter } from "../platform/tenancy.ts";
 
 /** One movement in a partner's books: a signed amount in kobo (out negative), booked once. */
 export const BookEntryEntity = defineEntity({
   name: "BookEntry",
   tableName: "book_entries",
+  filters: tenantFilter,
   properties: {
     /** `bigint generated always as identity`: the database numbers entries. */
     id: p.bigint().primary().autoincrement().generated("identity"),

@@ -1,6 +1,6 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
-import { environments } from "../apikeys/api-key.entity.ts";
 import { PartnerEntity } from "../partners/partner.entity.ts";
+import { environments, tenantFilter } from "../platform/tenancy.ts";
 import { ConsentEntity } from "./consent.entity.ts";
 
 /**
@@ -10,6 +10,7 @@ import { ConsentEntity } from "./consent.entity.ts";
 export const ConsentLinkEntity = defineEntity({
   name: "ConsentLink",
   tableName: "consent_links",
+  filters: tenantFilter,
   properties: {
     id: p.text().primary(),
     partnerId: () =>

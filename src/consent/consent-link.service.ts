@@ -1,5 +1,3 @@
-import type { Environment } from "../apikeys/api-key.entity.ts";
-import type { Caller } from "../apikeys/api-key.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
@@ -8,6 +6,7 @@ import type { Em } from "../platform/db/orm.ts";
 import { inTransaction, sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
+import type { Caller, Environment } from "../platform/tenancy.ts";
 import type { UserService } from "../users/user.service.ts";
 import { type ConsentService, checkGrantTerms, type GrantTerms } from "./consent.service.ts";
 import { isE164, last4 } from "./phone.ts";

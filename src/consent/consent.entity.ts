@@ -1,6 +1,6 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
-import { environments } from "../apikeys/api-key.entity.ts";
 import { PartnerEntity } from "../partners/partner.entity.ts";
+import { environments, tenantFilter } from "../platform/tenancy.ts";
 import { UserEntity } from "../users/user.entity.ts";
 
 /**
@@ -10,6 +10,7 @@ import { UserEntity } from "../users/user.entity.ts";
 export const ConsentEntity = defineEntity({
   name: "Consent",
   tableName: "consents",
+  filters: tenantFilter,
   properties: {
     id: p.text().primary(),
     partnerId: () =>

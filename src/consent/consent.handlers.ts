@@ -11,9 +11,9 @@ import {
   type ConsentLinkSchema,
   type ConsentSchema,
 } from "../../gen/partner/v1/consents_pb.ts";
-import type { Environment } from "../apikeys/api-key.entity.ts";
 import { validationFailed } from "../platform/errors.ts";
 import { callerOf, emOf } from "../platform/rpc/context.ts";
+import type { Environment } from "../platform/tenancy.ts";
 import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
 import type { UserService } from "../users/user.service.ts";
 import type { ConsentRow, ConsentService } from "./consent.service.ts";

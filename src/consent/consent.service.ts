@@ -1,11 +1,10 @@
-import type { Environment } from "../apikeys/api-key.entity.ts";
-import type { Caller } from "../apikeys/api-key.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { inTransaction, sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
+import type { Caller, Environment } from "../platform/tenancy.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
 import { scopes as allScopes, isScope } from "./scopes.ts";
 

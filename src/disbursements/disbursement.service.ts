@@ -1,5 +1,3 @@
-import type { Environment } from "../apikeys/api-key.entity.ts";
-import type { Caller } from "../apikeys/api-key.service.ts";
 import { consentRefusal } from "../consent/consent.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
@@ -11,6 +9,7 @@ import { isId, newId } from "../platform/ids.ts";
 import type { Jobs } from "../platform/jobs/jobs.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Metrics } from "../platform/metrics.ts";
+import type { Caller, Environment } from "../platform/tenancy.ts";
 import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
 import { feeKobo } from "./fee.ts";

@@ -1,4 +1,3 @@
-import type { Caller } from "../apikeys/api-key.service.ts";
 import type { LedgerService } from "../ledger/ledger.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
@@ -6,6 +5,7 @@ import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { validationFailed } from "../platform/errors.ts";
 import type { Metrics } from "../platform/metrics.ts";
+import type { Caller } from "../platform/tenancy.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
 import type { DisbursementService } from "./disbursement.service.ts";
 import type { DebitOutcome } from "./provider.ts";

@@ -1,11 +1,12 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
-import { environments } from "../apikeys/api-key.entity.ts";
 import { PartnerEntity } from "../partners/partner.entity.ts";
+import { environments, tenantFilter } from "../platform/tenancy.ts";
 
 /** A used Idempotency-Key and the response it got, scoped to the partner and environment and kept 7 days (CONTRACT.md §8). */
 export const IdempotencyKeyEntity = defineEntity({
   name: "IdempotencyKey",
   tableName: "idempotency_keys",
+  filters: tenantFilter,
   properties: {
     partnerId: () =>
       p

@@ -1,4 +1,3 @@
-import type { Environment } from "../apikeys/api-key.entity.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
@@ -6,6 +5,7 @@ import { constantTimeEqual, sha256 } from "../platform/crypto/tokens.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { ApiError } from "../platform/errors.ts";
+import type { Environment } from "../platform/tenancy.ts";
 
 /** Binds a sealed stored response to its partner, environment and key. */
 export const idempotencyAad = (partnerId: string, environment: string, key: string) =>

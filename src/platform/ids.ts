@@ -1,4 +1,4 @@
-import { encodeTime, monotonicFactory, ulid as freshUlid } from "ulid";
+import { encodeTime, ulid as freshUlid, monotonicFactory } from "ulid";
 
 /** The id prefixes of CONTRACT.md §1, one per resource. */
 export type IdPrefix =

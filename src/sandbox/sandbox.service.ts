@@ -1,4 +1,3 @@
-import type { Caller } from "../apikeys/api-key.service.ts";
 import type { ConsentRow, ConsentService } from "../consent/consent.service.ts";
 import type { ConsentLinkService, LinkView } from "../consent/consent-link.service.ts";
 import type { DisbursementRow, DisbursementService } from "../disbursements/disbursement.service.ts";
@@ -7,6 +6,7 @@ import type { Clock } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
+import type { Caller } from "../platform/tenancy.ts";
 import type { StandingService } from "../standing/standing.service.ts";
 import { tiers } from "../standing/standing.service.ts";
 import type { UserService } from "../users/user.service.ts";

@@ -1,5 +1,5 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
-import { environments } from "../apikeys/api-key.entity.ts";
+import { environments } from "../platform/tenancy.ts";
 
 /**
  * An Ed25519 snapshot-signing key of one environment (CONTRACT.md §3). Its status is not stored: it follows

@@ -1,5 +1,4 @@
 import type { KeyObject } from "node:crypto";
-import type { Environment } from "../apikeys/api-key.entity.ts";
 import type { Clock } from "../platform/clock.ts";
 import { generateEd25519, privateKeyFromPkcs8 } from "../platform/crypto/ed25519.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
@@ -8,6 +7,7 @@ import { notifySql } from "../platform/db/change-feed.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { ulid } from "../platform/ids.ts";
+import type { Environment } from "../platform/tenancy.ts";
 import {
   type KeyStatus,
   keyStatus,

@@ -1,4 +1,3 @@
-import type { Caller } from "../apikeys/api-key.service.ts";
 import { consentRefusal } from "../consent/consent.service.ts";
 import type { Scope } from "../consent/scopes.ts";
 import { utcDay } from "../ledger/ledger.service.ts";
@@ -8,6 +7,7 @@ import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { ApiError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
+import type { Caller } from "../platform/tenancy.ts";
 import { canonicalJson } from "../sdk/canonical-json.ts";
 import type { SigningKeyService } from "../signing/signing-key.service.ts";
 import { type Tier, tiers } from "../standing/standing.service.ts";

@@ -1,8 +1,8 @@
-import type { Environment } from "../apikeys/api-key.entity.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { validationFailed } from "../platform/errors.ts";
+import type { Environment } from "../platform/tenancy.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
 
 /** Tiers, lowest first (CONTRACT.md §3); the index is `tierRank`. */

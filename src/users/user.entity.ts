@@ -1,5 +1,5 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
-import { environments } from "../apikeys/api-key.entity.ts";
+import { environments } from "../platform/tenancy.ts";
 
 /**
  * A person the platform feeds us, per environment. The phone number is never stored in the clear: a keyed

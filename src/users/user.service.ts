@@ -1,4 +1,3 @@
-import type { Environment } from "../apikeys/api-key.entity.ts";
 import { isE164, last4 } from "../consent/phone.ts";
 import type { Clock } from "../platform/clock.ts";
 import { keyedHash } from "../platform/crypto/keys.ts";
@@ -6,6 +5,7 @@ import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
+import type { Environment } from "../platform/tenancy.ts";
 
 /** Binds a sealed phone number to its user. */
 export const phoneAad = (userId: string) => `user-phone:${userId}`;

@@ -1,6 +1,6 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
-import { environments } from "../apikeys/api-key.entity.ts";
 import { PartnerEntity } from "../partners/partner.entity.ts";
+import { environments, tenantFilter } from "../platform/tenancy.ts";
 import { EventEntity } from "./event.entity.ts";
 import { WebhookEntity } from "./webhook.entity.ts";
 
@@ -12,6 +12,7 @@ import { WebhookEntity } from "./webhook.entity.ts";
 export const WebhookDeliveryEntity = defineEntity({
   name: "WebhookDelivery",
   tableName: "webhook_deliveries",
+  filters: tenantFilter,
   properties: {
     id: p.text().primary(),
     eventId: () =>

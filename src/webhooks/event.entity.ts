@@ -1,11 +1,12 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
-import { environments } from "../apikeys/api-key.entity.ts";
 import { PartnerEntity } from "../partners/partner.entity.ts";
+import { environments, tenantFilter } from "../platform/tenancy.ts";
 
 /** An event in the outbox: the exact body POSTed is stored once, at the moment the event is raised. */
 export const EventEntity = defineEntity({
   name: "Event",
   tableName: "events",
+  filters: tenantFilter,
   properties: {
     id: p.text().primary(),
     partnerId: () =>

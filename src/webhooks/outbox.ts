@@ -1,10 +1,10 @@
-import type { Environment } from "../apikeys/api-key.entity.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { sql } from "../platform/db/sql.ts";
 import { newId } from "../platform/ids.ts";
 import type { Jobs } from "../platform/jobs/jobs.ts";
+import type { Environment } from "../platform/tenancy.ts";
 import { type EventType, subscribed } from "./event-types.ts";
+import { webhookRepository as repo } from "./webhook.repository.ts";
 
 /** The queue that wakes the delivery worker; its jobs carry only the delivery id. */
 export const DELIVER_QUEUE = "webhooks.deliver";
@@ -60,13 +60,8 @@ export function createOutbox({ jobs, clock }: { jobs: Jobs; clock: Clock }): Out
     async raise(tx, input) {
       if (!tx.isInTransaction())
         throw new Error("raise events inside the transaction of the change they report");
-      const hooks = await sql<{ id: string; events: string[] }>(
-        tx,
-        `select id, events from webhooks
-          where partner_id = $1 and environment = $2 and status = 'ACTIVE' and deleted_at is null
-            and ($3::text is null or id = $3)`,
-        [input.partnerId, input.environment, input.onlyWebhookId ?? null],
-      );
+      const tenant = { partnerId: input.partnerId, environment: input.environment };
+      const hooks = await repo.activeSubscriptions(tx, tenant, input.onlyWebhookId);
       const targets = input.onlyWebhookId ? hooks : hooks.filter((h) => subscribed(h.events, input.type));
       if (targets.length === 0) return { eventId: undefined, deliveryIds: [] };
 
@@ -79,19 +74,11 @@ export function createOutbox({ jobs, clock }: { jobs: Jobs; clock: Clock }): Out
         payload: input.payload,
         ...(input.test ? { test: true } : {}),
       });
-      await sql(
-        tx,
-        `insert into events (id, partner_id, environment, type, body, test, created_at)
-         values ($1, $2, $3, $4, $5, $6, $7)`,
-        [eventId, input.partnerId, input.environment, input.type, body, input.test === true, now],
-      );
       const deliveryIds = targets.map(() => newId("dlv"));
-      await sql(
+      await repo.insertEvent(
         tx,
-        `insert into webhook_deliveries (id, event_id, webhook_id, partner_id, environment, status, next_attempt_at, created_at)
-         select d.id, $2, d.webhook_id, $3, $4, 'PENDING', $5, $5
-           from unnest($1::text[], $6::text[]) as d (id, webhook_id)`,
-        [deliveryIds, eventId, input.partnerId, input.environment, now, targets.map((t) => t.id)],
+        { id: eventId, tenant, type: input.type, body, test: input.test === true, at: now },
+        targets.map((t, i) => ({ id: deliveryIds[i] as string, webhookId: t.id })),
       );
       await enqueue(
         tx,

@@ -1,11 +1,12 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
-import { environments } from "../apikeys/api-key.entity.ts";
 import { PartnerEntity } from "../partners/partner.entity.ts";
+import { environments, tenantFilter } from "../platform/tenancy.ts";
 
 /** A partner's webhook subscription: where to POST which events, and the secrets that sign them. */
 export const WebhookEntity = defineEntity({
   name: "Webhook",
   tableName: "webhooks",
+  filters: tenantFilter,
   properties: {
     id: p.text().primary(),
     partnerId: () =>

@@ -1,11 +1,11 @@
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { Orm } from "../platform/db/orm.ts";
-import { sql } from "../platform/db/sql.ts";
 import type { Jobs } from "../platform/jobs/jobs.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { DeliveryWorker } from "./delivery.worker.ts";
 import { DELIVER_QUEUE } from "./outbox.ts";
+import { webhookRepository } from "./webhook.repository.ts";
 
 /** Attempts older than this are deleted by the hourly housekeeping (stats need 24 hours). */
 export const ATTEMPT_RETENTION_MS = 30 * ms.day;
@@ -37,10 +37,8 @@ export async function startWebhookJobs(o: WebhookJobsOptions): Promise<() => voi
       ),
   );
   await o.jobs.work("webhooks.housekeeping", { batchSize: 1 }, async (em) => {
-    const attempts = await sql(em, "delete from webhook_attempts where started_at < $1 returning id", [
-      new Date(o.clock.now().getTime() - ATTEMPT_RETENTION_MS),
-    ]);
-    return { attempts: attempts.length };
+    const before = new Date(o.clock.now().getTime() - ATTEMPT_RETENTION_MS);
+    return { attempts: await webhookRepository.purgeAttempts(em, before) };
   });
   await o.jobs.schedule("webhooks.housekeeping", "7 * * * *", {});
 

@@ -9,52 +9,49 @@ import {
   type WebhookSchema,
 } from "../../gen/partner/v1/webhooks_pb.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { callerOf, emOf } from "../platform/rpc/context.ts";
-import type { DeliveriesService, DeliveryRow, WebhookStats } from "./deliveries.service.ts";
-import type { WebhookRow, WebhookService } from "./webhook.service.ts";
+import { emOf } from "../platform/rpc/context.ts";
+import type { DeliveriesService, DeliveryView, WebhookStats } from "./deliveries.service.ts";
+import type { Webhook } from "./webhook.entity.ts";
+import type { WebhookService } from "./webhook.service.ts";
 
 const ts = (d: Date | null | undefined) => (d ? timestampFromDate(d) : undefined);
 
-function toWebhook(
-  row: WebhookRow,
-  stats?: WebhookStats,
-  secret = "",
-): MessageInitShape<typeof WebhookSchema> {
+function toWebhook(row: Webhook, stats?: WebhookStats, secret = ""): MessageInitShape<typeof WebhookSchema> {
   return {
     id: row.id,
     url: row.url,
     events: row.events,
     description: row.description,
     status: Webhook_Status[row.status],
-    disabledReason: row.disabled_reason ?? "",
+    disabledReason: row.disabledReason ?? "",
     secret,
-    previousSecretExpiresAt: ts(row.previous_secret_expires_at),
+    previousSecretExpiresAt: ts(row.previousSecretExpiresAt),
     stats,
-    createdAt: ts(row.created_at),
-    updatedAt: ts(row.updated_at),
+    createdAt: ts(row.createdAt),
+    updatedAt: ts(row.updatedAt),
   };
 }
 
 /** A delivery in the contract's shape. */
-export function toDelivery(d: DeliveryRow): MessageInitShape<typeof DeliverySchema> {
+export function toDelivery(d: DeliveryView): MessageInitShape<typeof DeliverySchema> {
   return {
     id: d.id,
-    webhookId: d.webhook_id,
-    eventId: d.event_id,
-    eventType: d.event_type,
+    webhookId: d.webhookId,
+    eventId: d.eventId,
+    eventType: d.eventType,
     status: Delivery_Status[d.status],
     attempt: d.attempts,
-    lastStatusCode: d.last_status_code ?? 0,
-    lastError: d.last_error ?? "",
-    lastResponseBody: d.last_response_body ?? "",
-    lastLatencyMs: d.last_latency_ms ?? 0,
-    firstAttemptAt: ts(d.first_attempt_at),
-    nextAttemptAt: ts(d.next_attempt_at),
-    deliveredAt: ts(d.delivered_at),
-    givenUpAt: ts(d.given_up_at),
-    createdAt: ts(d.created_at),
+    lastStatusCode: d.lastStatusCode ?? 0,
+    lastError: d.lastError ?? "",
+    lastResponseBody: d.lastResponseBody ?? "",
+    lastLatencyMs: d.lastLatencyMs ?? 0,
+    firstAttemptAt: ts(d.firstAttemptAt),
+    nextAttemptAt: ts(d.nextAttemptAt),
+    deliveredAt: ts(d.deliveredAt),
+    givenUpAt: ts(d.givenUpAt),
+    createdAt: ts(d.createdAt),
     test: d.test,
-    replayOf: d.replay_of ?? "",
+    replayOf: d.replayOf ?? "",
   };
 }
 
@@ -63,12 +60,12 @@ export function createWebhookHandlers(
   webhooks: WebhookService,
   deliveries: DeliveriesService,
 ): ServiceImpl<typeof WebhookApi> {
-  const withStats = async (em: Em, row: WebhookRow) =>
+  const withStats = async (em: Em, row: Webhook) =>
     toWebhook(row, (await deliveries.stats(em, [row.id])).get(row.id));
   return {
     async createWebhook(req, ctx) {
       const em = emOf(ctx.values);
-      const row = await webhooks.create(em, callerOf(ctx.values), {
+      const row = await webhooks.create(em, {
         url: req.url,
         events: req.events,
         description: req.description,
@@ -77,7 +74,7 @@ export function createWebhookHandlers(
     },
     async listWebhooks(_req, ctx) {
       const em = emOf(ctx.values);
-      const rows = await webhooks.list(em, callerOf(ctx.values));
+      const rows = await webhooks.list(em);
       const stats = await deliveries.stats(
         em,
         rows.map((r) => r.id),
@@ -86,11 +83,11 @@ export function createWebhookHandlers(
     },
     async getWebhook(req, ctx) {
       const em = emOf(ctx.values);
-      return { webhook: await withStats(em, await webhooks.get(em, callerOf(ctx.values), req.id)) };
+      return { webhook: await withStats(em, await webhooks.get(em, req.id)) };
     },
     async updateWebhook(req, ctx) {
       const em = emOf(ctx.values);
-      const row = await webhooks.update(em, callerOf(ctx.values), req.id, {
+      const row = await webhooks.update(em, req.id, {
         url: req.url,
         description: req.description,
         addEvents: req.addEvents,
@@ -99,45 +96,37 @@ export function createWebhookHandlers(
       return { webhook: await withStats(em, row) };
     },
     async deleteWebhook(req, ctx) {
-      const given = await webhooks.delete(emOf(ctx.values), callerOf(ctx.values), req.id);
+      const given = await webhooks.delete(emOf(ctx.values), req.id);
       return { id: req.id, deleted: true, deliveriesGivenUp: given };
     },
     async rotateWebhookSecret(req, ctx) {
       const em = emOf(ctx.values);
-      const row = await webhooks.rotateSecret(em, callerOf(ctx.values), req.id);
+      const row = await webhooks.rotateSecret(em, req.id);
       return { webhook: toWebhook(row, (await deliveries.stats(em, [row.id])).get(row.id), row.secret) };
     },
     async sendTestEvent(req, ctx) {
-      const caller = callerOf(ctx.values);
       const em = emOf(ctx.values);
-      const id = await webhooks.sendTest(em, caller, req.id, req.eventType);
-      return { delivery: toDelivery(await deliveries.get(em, caller, id)) };
+      const id = await webhooks.sendTest(em, req.id, req.eventType);
+      return { delivery: toDelivery(await deliveries.get(em, id)) };
     },
     async listDeliveries(req, ctx) {
-      const page = await deliveries.list(
-        emOf(ctx.values),
-        callerOf(ctx.values),
-        req.webhookId,
-        req.limit,
-        req.startingAfter,
-      );
+      const page = await deliveries.list(emOf(ctx.values), req.webhookId, req.limit, req.startingAfter);
       return { deliveries: page.deliveries.map(toDelivery), hasMore: page.hasMore };
     },
     async replayDelivery(req, ctx) {
-      const caller = callerOf(ctx.values);
       const em = emOf(ctx.values);
-      const id = await webhooks.replay(em, caller, req.id);
-      return { delivery: toDelivery(await deliveries.get(em, caller, id)) };
+      const id = await webhooks.replay(em, req.id);
+      return { delivery: toDelivery(await deliveries.get(em, id)) };
     },
     async getEvent(req, ctx) {
-      const event = await deliveries.event(emOf(ctx.values), callerOf(ctx.values), req.id);
+      const { event, deliveries: sent } = await deliveries.event(emOf(ctx.values), req.id);
       return {
         event: {
           id: event.id,
           type: event.type,
           payload: JSON.parse(event.body),
           createdAt: timestampFromDate(event.createdAt),
-          deliveries: event.deliveries.map(toDelivery),
+          deliveries: sent.map(toDelivery),
         },
       };
     },

@@ -1,5 +1,5 @@
-import type { Environment } from "../../src/apikeys/api-key.entity.ts";
 import type { App } from "../../src/app.ts";
+import type { Environment } from "../../src/platform/tenancy.ts";
 import type { EventType } from "../../src/webhooks/event-types.ts";
 import type { RaisedEvent } from "../../src/webhooks/outbox.ts";
 

@@ -1,7 +1,7 @@
 import { type ContextValues, createContextKey } from "@connectrpc/connect";
-import type { Caller } from "../../apikeys/api-key.service.ts";
 import type { Em } from "../db/orm.ts";
 import type { Logger } from "../logger.ts";
+import type { Caller } from "../tenancy.ts";
 
 /** The request's `req_` id, set at the HTTP layer before anything else runs. */
 export const kRequestId = createContextKey<string>("", { description: "request id" });

@@ -8,6 +8,7 @@ import type { Orm } from "../db/orm.ts";
 import { ApiError } from "../errors.ts";
 import { rateClassOf, restBindings } from "../http/rules.ts";
 import type { Metrics } from "../metrics.ts";
+import { scopeToTenant } from "../tenancy.ts";
 import { callerOf, emOf, kCaller, kEm, kReplay } from "./context.ts";
 
 /** One call as the edge sees it, whichever face (REST, Connect, gRPC-Web, gRPC) it came in on. */
@@ -81,6 +82,8 @@ export function createPartnerEdge({
       call.values.set(kEm, em);
       const caller = await apiKeys.authenticate(em, bearer(call.requestHeader));
       call.values.set(kCaller, caller);
+      // The tenancy boundary: every partner-owned entity this request reads or writes is the caller's.
+      scopeToTenant(em, caller);
       const cls = rateClassOf(call.method);
       const decision = await rateLimiter.take(em, caller.keyId, cls);
       const headers = rateLimitHeaders(cls, decision);
