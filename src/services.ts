@@ -67,12 +67,14 @@ export function createServices(deps: ServiceDeps) {
     timeoutMs: config.webhooks.timeoutMs,
   });
   const users = createUserService({ clock, box, phoneKey: deps.dataKeys["phone-hash"] });
-  const consents = createConsentService({ clock, outbox });
+  const partners = createPartnerService({ clock });
+  const consents = createConsentService({ clock, outbox, users, partners });
   const consentLinks = createConsentLinkService({
     clock,
     box,
     users,
     consents,
+    partners,
     publicUrl: deps.publicUrl,
     allowLocalRedirects: config.allowLocalWebhooks,
   });
@@ -90,6 +92,7 @@ export function createServices(deps: ServiceDeps) {
     : undefined;
   const disbursements = createDisbursementService({
     clock,
+    consents,
     jobs,
     outbox,
     providers: paystack ? { sandbox: sandboxProvider, production: paystack } : { sandbox: sandboxProvider },
@@ -126,7 +129,7 @@ export function createServices(deps: ServiceDeps) {
       csrfKey: deps.dataKeys["consent-csrf"],
       logger,
     }),
-    partners: createPartnerService({ clock }),
+    partners,
     apiKeys: createApiKeyService({ clock, changes }),
     signingKeys,
     rateLimiter: createRateLimiter({ limits: config.rateLimits }),

@@ -1,40 +1,25 @@
+import type { PartnerService } from "../partners/partner.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import { randomBase62, sha256 } from "../platform/crypto/tokens.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { inTransaction, sql } from "../platform/db/sql.ts";
+import { inTransaction } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
-import type { Caller, Environment } from "../platform/tenancy.ts";
+import { tenantOf } from "../platform/tenancy.ts";
 import type { UserService } from "../users/user.service.ts";
+import { consentRepository as repo } from "./consent.repository.ts";
 import { type ConsentService, checkGrantTerms, type GrantTerms } from "./consent.service.ts";
+import type { ConsentLink } from "./consent-link.entity.ts";
 import { isE164, last4 } from "./phone.ts";
 
 /** Binds a sealed link token to its link. */
 export const linkTokenAad = (linkId: string) => `consent-link:${linkId}`;
 
-/** A link as stored (status EXPIRED is derived from `expires_at`). */
-export interface LinkRow {
-  id: string;
-  partner_id: string;
-  environment: Environment;
-  token_enc: Buffer;
-  phone_hash: Buffer;
-  phone_last4: string;
-  scopes: string[];
-  ledger_window_days: number;
-  max_ledger_window_days: number;
-  redirect_url: string | null;
-  status: "PENDING" | "ACCEPTED" | "DECLINED";
-  consent_id: string | null;
-  expires_at: Date;
-  decided_at: Date | null;
-  created_at: Date;
-}
-
-/** A link as partners and the page see it. */
-export interface LinkView extends Omit<LinkRow, "status" | "token_enc" | "phone_hash"> {
+/** A link as partners and the page see it (status EXPIRED is derived from `expiresAt`). */
+export interface LinkView
+  extends Omit<ConsentLink, "status" | "tokenHash" | "tokenEnc" | "phoneHash" | "partnerId" | "environment"> {
   status: "PENDING" | "ACCEPTED" | "DECLINED" | "EXPIRED";
   url: string;
 }
@@ -51,8 +36,6 @@ export type Decision =
   | { outcome: "declined"; link: LinkView }
   | { outcome: "no_account"; link: LinkView };
 
-const COLUMNS = `id, partner_id, environment, token_enc, phone_hash, phone_last4, scopes, ledger_window_days,
-  max_ledger_window_days, redirect_url, status, consent_id, expires_at, decided_at, created_at`;
 const DEFAULT_HOURS = 24;
 const MAX_HOURS = 168;
 const TOKEN = /^[0-9A-Za-z]{32}$/;
@@ -66,6 +49,7 @@ export interface ConsentLinkServiceOptions {
   box: SecretBox;
   users: UserService;
   consents: ConsentService;
+  partners: PartnerService;
   /** Base URL of the consent pages (PUBLIC_URL, or the partner listener). */
   publicUrl: () => string;
   allowLocalRedirects: boolean;
@@ -77,11 +61,23 @@ export interface ConsentLinkServiceOptions {
  * not a credential.
  */
 export function createConsentLinkService(o: ConsentLinkServiceOptions) {
-  const view = (row: LinkRow): LinkView => {
-    const { token_enc, phone_hash: _hash, ...rest } = row;
-    const token = o.box.open(token_enc, linkTokenAad(row.id)).toString("utf8");
-    const expired = row.status === "PENDING" && row.expires_at <= o.clock.now();
-    return { ...rest, status: expired ? "EXPIRED" : row.status, url: `${o.publicUrl()}/consent/${token}` };
+  const view = (row: ConsentLink): LinkView => {
+    const token = o.box.open(row.tokenEnc, linkTokenAad(row.id)).toString("utf8");
+    const expired = row.status === "PENDING" && row.expiresAt <= o.clock.now();
+    return {
+      id: row.id,
+      phoneLast4: row.phoneLast4,
+      scopes: row.scopes,
+      ledgerWindowDays: row.ledgerWindowDays,
+      maxLedgerWindowDays: row.maxLedgerWindowDays,
+      redirectUrl: row.redirectUrl,
+      consentId: row.consentId,
+      expiresAt: row.expiresAt,
+      decidedAt: row.decidedAt,
+      createdAt: row.createdAt,
+      status: expired ? "EXPIRED" : row.status,
+      url: `${o.publicUrl()}/consent/${token}`,
+    };
   };
 
   const checkRedirect = (raw: string): string | null => {
@@ -99,55 +95,42 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
     return url.toString();
   };
 
-  const byToken = async (em: Em, token: string, lock: boolean): Promise<LinkRow> => {
-    const [row] = TOKEN.test(token)
-      ? await sql<LinkRow>(
-          em,
-          `select ${COLUMNS} from consent_links where token_hash = $1 ${lock ? "for update" : ""}`,
-          [sha256(token)],
-        )
-      : [];
+  const byToken = async (em: Em, token: string, lock: boolean): Promise<ConsentLink> => {
+    const row = TOKEN.test(token) ? await repo.findLinkByToken(em, sha256(token), lock) : null;
     if (!row) throw new ApiError("not_found", "No such consent link.");
     return row;
   };
 
   /** Decides a link locked for update: only a PENDING, unexpired link can be decided, once. */
-  const decideRow = async (tx: Em, row: LinkRow, accept: boolean): Promise<Decision> => {
+  const decideRow = async (tx: Em, row: ConsentLink, accept: boolean): Promise<Decision> => {
     const current = view(row);
     if (current.status !== "PENDING")
       throw new ApiError("consent_link_gone", undefined, { details: { status: current.status } });
     const now = o.clock.now();
     if (!accept) {
-      const [updated] = await sql<LinkRow>(
-        tx,
-        `update consent_links set status = 'DECLINED', decided_at = $2 where id = $1 returning ${COLUMNS}`,
-        [row.id, now],
-      );
-      return { outcome: "declined", link: view(updated as LinkRow) };
+      Object.assign(row, { status: "DECLINED", decidedAt: now });
+      await repo.save(tx);
+      return { outcome: "declined", link: view(row) };
     }
-    const userId = await o.users.byPhone(tx, row.environment, row.phone_hash);
+    const userId = await o.users.byPhone(tx, row.environment, row.phoneHash);
     if (!userId) return { outcome: "no_account", link: current };
     const consent = await o.consents.grant(tx, {
-      partnerId: row.partner_id,
+      partnerId: row.partnerId,
       environment: row.environment,
       userId,
       scopes: row.scopes,
-      ledgerWindowDays: row.ledger_window_days,
-      maxLedgerWindowDays: row.max_ledger_window_days,
+      ledgerWindowDays: row.ledgerWindowDays,
+      maxLedgerWindowDays: row.maxLedgerWindowDays,
       source: "CONSENT_LINK",
     });
-    const [updated] = await sql<LinkRow>(
-      tx,
-      `update consent_links set status = 'ACCEPTED', decided_at = $2, consent_id = $3 where id = $1 returning ${COLUMNS}`,
-      [row.id, now, consent.id],
-    );
-    return { outcome: "accepted", link: view(updated as LinkRow), consentId: consent.id };
+    Object.assign(row, { status: "ACCEPTED", decidedAt: now, consentId: consent.id });
+    await repo.save(tx);
+    return { outcome: "accepted", link: view(row), consentId: consent.id };
   };
 
   return {
     async create(
       em: Em,
-      caller: Caller,
       input: GrantTerms & { phoneNumber: string; expiresInHours: number | undefined; redirectUrl: string },
     ): Promise<LinkView> {
       if (!isE164(input.phoneNumber)) throw new ApiError("invalid_phone_number");
@@ -161,39 +144,31 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
       const token = randomBase62(32);
       const now = o.clock.now();
       return inTransaction(em, async (tx) => {
-        const [row] = await sql<LinkRow>(
-          tx,
-          `insert into consent_links (id, partner_id, environment, token_hash, token_enc, phone_hash, phone_last4, scopes,
-                                      ledger_window_days, max_ledger_window_days, redirect_url, status, expires_at, created_at)
-           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'PENDING', $12, $13) returning ${COLUMNS}`,
-          [
-            id,
-            caller.partnerId,
-            caller.environment,
-            sha256(token),
-            o.box.seal(Buffer.from(token), linkTokenAad(id)),
-            o.users.phoneHash(input.phoneNumber),
-            last4(input.phoneNumber),
-            terms.scopes,
-            terms.ledgerWindowDays,
-            terms.maxLedgerWindowDays,
-            redirect,
-            new Date(now.getTime() + hours * ms.hour),
-            now,
-          ],
-        );
-        return view(row as LinkRow);
+        const tenant = tenantOf(tx);
+        const row = await repo.insertLink(tx, {
+          id,
+          partnerId: tenant.partnerId,
+          environment: tenant.environment,
+          tokenHash: sha256(token),
+          tokenEnc: o.box.seal(Buffer.from(token), linkTokenAad(id)),
+          phoneHash: o.users.phoneHash(input.phoneNumber),
+          phoneLast4: last4(input.phoneNumber),
+          scopes: terms.scopes,
+          ledgerWindowDays: terms.ledgerWindowDays,
+          maxLedgerWindowDays: terms.maxLedgerWindowDays,
+          redirectUrl: redirect,
+          status: "PENDING",
+          consentId: null,
+          expiresAt: new Date(now.getTime() + hours * ms.hour),
+          decidedAt: null,
+          createdAt: now,
+        });
+        return view(row);
       });
     },
 
-    async get(em: Em, caller: Caller, id: string): Promise<LinkView> {
-      const [row] = isId("cnl", id)
-        ? await sql<LinkRow>(
-            em,
-            `select ${COLUMNS} from consent_links where id = $1 and partner_id = $2 and environment = $3`,
-            [id, caller.partnerId, caller.environment],
-          )
-        : [];
+    async get(em: Em, id: string): Promise<LinkView> {
+      const row = isId("cnl", id) ? await repo.findLink(em, id) : null;
       if (!row) throw new ApiError("not_found", `No consent link ${id}.`);
       return view(row);
     },
@@ -201,10 +176,8 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
     /** What the page shows for a token, used or not. */
     async page(em: Em, token: string): Promise<PageView> {
       const row = await byToken(em, token, false);
-      const [partner] = await sql<{ name: string }>(em, "select name from partners where id = $1", [
-        row.partner_id,
-      ]);
-      return { link: view(row), partnerName: partner?.name ?? "" };
+      const names = await o.partners.names(em, [row.partnerId]);
+      return { link: view(row), partnerName: names.get(row.partnerId) ?? "" };
     },
 
     /**
@@ -216,15 +189,9 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
     },
 
     /** The person's decision on a link of the caller's, by id (the sandbox helpers act for the person). */
-    async decideById(em: Em, caller: Caller, id: string, accept: boolean): Promise<Decision> {
+    async decideById(em: Em, id: string, accept: boolean): Promise<Decision> {
       return em.transactional(async (tx) => {
-        const [row] = isId("cnl", id)
-          ? await sql<LinkRow>(
-              tx,
-              `select ${COLUMNS} from consent_links where id = $1 and partner_id = $2 and environment = $3 for update`,
-              [id, caller.partnerId, caller.environment],
-            )
-          : [];
+        const row = isId("cnl", id) ? await repo.findLink(tx, id, true) : null;
         if (!row) throw new ApiError("not_found", `No consent link ${id}.`);
         return decideRow(tx, row, accept);
       });

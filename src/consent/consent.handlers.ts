@@ -16,43 +16,44 @@ import { callerOf, emOf } from "../platform/rpc/context.ts";
 import type { Environment } from "../platform/tenancy.ts";
 import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
 import type { UserService } from "../users/user.service.ts";
-import type { ConsentRow, ConsentService } from "./consent.service.ts";
+import type { Consent, ConsentService } from "./consent.service.ts";
 import type { ConsentLinkService, LinkView } from "./consent-link.service.ts";
 
 const ts = (d: Date | null | undefined) => (d ? timestampFromDate(d) : undefined);
 
 /** A consent in the contract's shape. */
-export function toConsent(c: ConsentRow): MessageInitShape<typeof ConsentSchema> {
+export function toConsent(c: Consent): MessageInitShape<typeof ConsentSchema> {
   return {
     id: c.id,
-    userId: c.user_id,
+    userId: c.userId,
     status: Consent_Status[c.status],
     scopes: c.scopes,
-    ledgerWindowDays: c.ledger_window_days,
-    maxLedgerWindowDays: c.max_ledger_window_days,
+    ledgerWindowDays: c.ledgerWindowDays,
+    maxLedgerWindowDays: c.maxLedgerWindowDays,
     source: Consent_Source[c.source],
-    grantedAt: ts(c.granted_at),
-    expiresAt: ts(c.expires_at),
-    revokedAt: ts(c.revoked_at),
-    revokedBy: c.revoked_by ? Consent_RevokedBy[c.revoked_by] : Consent_RevokedBy.REVOKED_BY_UNSPECIFIED,
-    supersededBy: c.superseded_by ?? "",
+    grantedAt: ts(c.grantedAt),
+    expiresAt: ts(c.expiresAt),
+    revokedAt: ts(c.revokedAt),
+    revokedBy: c.revokedBy ? Consent_RevokedBy[c.revokedBy] : Consent_RevokedBy.REVOKED_BY_UNSPECIFIED,
+    supersededBy: c.supersededBy ?? "",
   };
 }
 
+/** A consent link in the contract's shape. */
 export function toLink(l: LinkView): MessageInitShape<typeof ConsentLinkSchema> {
   return {
     id: l.id,
     url: l.url,
     status: ConsentLink_Status[l.status],
-    phoneNumberLast4: l.phone_last4,
+    phoneNumberLast4: l.phoneLast4,
     scopes: l.scopes,
-    ledgerWindowDays: l.ledger_window_days,
-    maxLedgerWindowDays: l.max_ledger_window_days,
-    expiresAt: ts(l.expires_at),
-    consentId: l.consent_id ?? "",
-    redirectUrl: l.redirect_url ?? "",
-    createdAt: ts(l.created_at),
-    decidedAt: ts(l.decided_at),
+    ledgerWindowDays: l.ledgerWindowDays,
+    maxLedgerWindowDays: l.maxLedgerWindowDays,
+    expiresAt: ts(l.expiresAt),
+    consentId: l.consentId ?? "",
+    redirectUrl: l.redirectUrl ?? "",
+    createdAt: ts(l.createdAt),
+    decidedAt: ts(l.decidedAt),
   };
 }
 
@@ -63,20 +64,20 @@ export function createConsentHandlers(
 ): ServiceImpl<typeof ConsentApi> {
   return {
     async getConsent(req, ctx) {
-      return { consent: toConsent(await consents.get(emOf(ctx.values), callerOf(ctx.values), req.id)) };
+      return { consent: toConsent(await consents.get(emOf(ctx.values), req.id)) };
     },
     async getUserConsent(req, ctx) {
       return {
-        consent: toConsent(await consents.newestForUser(emOf(ctx.values), callerOf(ctx.values), req.userId)),
+        consent: toConsent(await consents.newestForUser(emOf(ctx.values), req.userId)),
       };
     },
     async revokeConsent(req, ctx) {
       return {
-        consent: toConsent(await consents.revokeByPartner(emOf(ctx.values), callerOf(ctx.values), req.id)),
+        consent: toConsent(await consents.revokeByPartner(emOf(ctx.values), req.id)),
       };
     },
     async createConsentLink(req, ctx) {
-      const link = await links.create(emOf(ctx.values), callerOf(ctx.values), {
+      const link = await links.create(emOf(ctx.values), {
         phoneNumber: req.phoneNumber,
         scopes: req.scopes,
         ledgerWindowDays: req.ledgerWindowDays,
@@ -87,7 +88,7 @@ export function createConsentHandlers(
       return { consentLink: toLink(link) };
     },
     async getConsentLink(req, ctx) {
-      return { consentLink: toLink(await links.get(emOf(ctx.values), callerOf(ctx.values), req.id)) };
+      return { consentLink: toLink(await links.get(emOf(ctx.values), req.id)) };
     },
   };
 }
@@ -154,8 +155,8 @@ export function createConsentAdminHandlers(
       return {
         consents: rows.map((r) => ({
           consent: toConsent(r),
-          partnerId: r.partner_id,
-          partnerName: r.partner_name,
+          partnerId: r.partnerId,
+          partnerName: r.partnerName,
           environment: r.environment,
         })),
       };

@@ -74,7 +74,7 @@ function consentForm(view: PageView, csrf: string, token: string): string {
   const name = escapeHtml(partnerName);
   const items = link.scopes
     .filter(isScope)
-    .map((s) => `<li>${escapeHtml(describeScope(s, link.max_ledger_window_days))}</li>`)
+    .map((s) => `<li>${escapeHtml(describeScope(s, link.maxLedgerWindowDays))}</li>`)
     .join("\n");
   return layout(
     `${partnerName} asks to see your information`,
@@ -85,8 +85,8 @@ function consentForm(view: PageView, csrf: string, token: string): string {
 ${items}
 </ul>
 <h2>For how long</h2>
-<p>Figures cover up to the last ${link.max_ledger_window_days} days (usually ${link.ledger_window_days}). Your permission lasts one year unless you withdraw it sooner.</p>
-<p class="muted">${name} never sees your individual transactions, who you pay or who pays you, your account numbers, BVN, NIN, location or messages. This link ends in ${escapeHtml(link.phone_last4)} and expires ${escapeHtml(link.expires_at.toUTCString())}.</p>
+<p>Figures cover up to the last ${link.maxLedgerWindowDays} days (usually ${link.ledgerWindowDays}). Your permission lasts one year unless you withdraw it sooner.</p>
+<p class="muted">${name} never sees your individual transactions, who you pay or who pays you, your account numbers, BVN, NIN, location or messages. This link ends in ${escapeHtml(link.phoneLast4)} and expires ${escapeHtml(link.expiresAt.toUTCString())}.</p>
 <form method="post" action="/consent/${escapeHtml(token)}">
 <input type="hidden" name="csrf" value="${escapeHtml(csrf)}">
 <div class="actions">
@@ -211,7 +211,7 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
           const nonce = randomBytes(18).toString("base64url");
           const secure = view.link.url.startsWith("https:") ? "; Secure" : "";
           // Browsers apply form-action to the redirect that follows the post, so the partner's page is allowed.
-          const redirectOrigin = view.link.redirect_url ? ` ${new URL(view.link.redirect_url).origin}` : "";
+          const redirectOrigin = view.link.redirectUrl ? ` ${new URL(view.link.redirectUrl).origin}` : "";
           return send(res, 200, consentForm(view, sign(token, nonce), token), {
             "set-cookie": `${CSRF_COOKIE}=${nonce}; Path=/consent; HttpOnly; SameSite=Strict; Max-Age=3600${secure}`,
             "content-security-policy": `default-src 'none'; style-src 'unsafe-inline'; form-action 'self'${redirectOrigin}; frame-ancestors 'none'; base-uri 'none'`,
@@ -258,7 +258,7 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
             ),
           );
         }
-        const redirect = result.link.redirect_url;
+        const redirect = result.link.redirectUrl;
         if (redirect) {
           const to = new URL(redirect);
           to.searchParams.set("outcome", result.outcome);

@@ -1,30 +1,18 @@
+import type { PartnerService } from "../partners/partner.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { inTransaction, sql } from "../platform/db/sql.ts";
+import { inTransaction } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
-import type { Caller, Environment } from "../platform/tenancy.ts";
+import type { Environment, Tenant } from "../platform/tenancy.ts";
+import type { UserService } from "../users/user.service.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
+import type { Consent } from "./consent.entity.ts";
+import { consentRepository as repo } from "./consent.repository.ts";
 import { scopes as allScopes, isScope } from "./scopes.ts";
 
-/** A consent as stored. */
-export interface ConsentRow {
-  id: string;
-  partner_id: string;
-  environment: Environment;
-  user_id: string;
-  status: "ACTIVE" | "REVOKED" | "EXPIRED";
-  scopes: string[];
-  ledger_window_days: number;
-  max_ledger_window_days: number;
-  source: "DASHBOARD" | "CONSENT_LINK";
-  granted_at: Date;
-  expires_at: Date;
-  revoked_at: Date | null;
-  revoked_by: "USER" | "PARTNER" | "SYSTEM" | null;
-  superseded_by: string | null;
-}
+export type { Consent };
 
 /** What a grant asks for, checked by {@link checkGrantTerms}. */
 export interface GrantTerms {
@@ -39,12 +27,12 @@ export interface GrantTerms {
  * when it is ACTIVE and unexpired. Checked against `now`, so an expiry the job has not processed yet counts.
  */
 export function consentRefusal(
-  consent: { status: string; expires_at: Date | string } | undefined | null,
+  consent: { status: string; expiresAt: Date | string } | undefined | null,
   now: Date,
 ): "consent_required" | "consent_revoked" | "consent_expired" | undefined {
   if (!consent) return "consent_required";
   if (consent.status === "REVOKED") return "consent_revoked";
-  if (consent.status === "EXPIRED" || new Date(consent.expires_at).getTime() <= now.getTime())
+  if (consent.status === "EXPIRED" || new Date(consent.expiresAt).getTime() <= now.getTime())
     return "consent_expired";
   return undefined;
 }
@@ -82,56 +70,55 @@ export function checkGrantTerms(t: GrantTerms): {
   return { scopes: ordered, ledgerWindowDays: t.ledgerWindowDays, maxLedgerWindowDays: max };
 }
 
-const COLUMNS = `id, partner_id, environment, user_id, status, scopes, ledger_window_days, max_ledger_window_days, source,
-  granted_at, expires_at, revoked_at, revoked_by, superseded_by`;
-
 /** What {@link createConsentService} returns. */
 export type ConsentService = ReturnType<typeof createConsentService>;
 
 /** Consent records (CONTRACT.md §4): grant, revoke, read, expire; every change raises its event. */
-export function createConsentService({ clock, outbox }: { clock: Clock; outbox: Outbox }) {
-  const revokedPayload = (c: ConsentRow) => ({
+export function createConsentService({
+  clock,
+  outbox,
+  users,
+  partners,
+}: {
+  clock: Clock;
+  outbox: Outbox;
+  users: UserService;
+  partners: PartnerService;
+}) {
+  const revokedPayload = (c: Consent) => ({
     consentId: c.id,
-    userId: c.user_id,
-    revokedBy: c.revoked_by,
-    revokedAt: c.revoked_at?.toISOString(),
+    userId: c.userId,
+    revokedBy: c.revokedBy,
+    revokedAt: c.revokedAt?.toISOString(),
     status: c.status,
   });
 
-  const ownedBy = async (em: Em, caller: Caller, id: string, lock = false): Promise<ConsentRow> => {
-    const [row] = isId("cns", id)
-      ? await sql<ConsentRow>(
-          em,
-          `select ${COLUMNS} from consents where id = $1 and partner_id = $2 and environment = $3 ${lock ? "for update" : ""}`,
-          [id, caller.partnerId, caller.environment],
-        )
-      : [];
-    // Another partner's or environment's consent is simply not found: ids do not leak.
+  /** A consent of the caller's; another partner's or environment's is simply not found: ids do not leak. */
+  const owned = async (em: Em, id: string, lock = false): Promise<Consent> => {
+    const row = isId("cns", id) ? await repo.findConsent(em, id, lock) : null;
     if (!row) throw new ApiError("not_found", `No consent ${id}.`);
     return row;
   };
 
-  /** Ends an ACTIVE consent and raises `consent.revoked`; a consent already ended is returned as it is. */
+  /** Ends a consent (locked by the caller) and raises `consent.revoked`; one already ended is returned as it is. */
   const end = async (
     tx: Em,
-    row: ConsentRow,
+    row: Consent,
     by: "USER" | "PARTNER" | "SYSTEM",
     status: "REVOKED" | "EXPIRED",
-  ) => {
+  ): Promise<Consent> => {
     if (row.status !== "ACTIVE") return row;
-    const [ended] = await sql<ConsentRow>(
-      tx,
-      `update consents set status = $2, revoked_at = $3, revoked_by = $4 where id = $1 and status = 'ACTIVE' returning ${COLUMNS}`,
-      [row.id, status, clock.now(), by],
-    );
-    if (!ended) return row;
+    row.status = status;
+    row.revokedAt = clock.now();
+    row.revokedBy = by;
+    await repo.save(tx);
     await outbox.raise(tx, {
-      partnerId: ended.partner_id,
-      environment: ended.environment,
+      partnerId: row.partnerId,
+      environment: row.environment,
       type: "consent.revoked",
-      payload: revokedPayload(ended),
+      payload: revokedPayload(row),
     });
-    return ended;
+    return row;
   };
 
   return {
@@ -148,74 +135,56 @@ export function createConsentService({ clock, outbox }: { clock: Clock; outbox: 
         source: "DASHBOARD" | "CONSENT_LINK";
         expiresAt?: Date | undefined;
       },
-    ): Promise<ConsentRow> {
+    ): Promise<Consent> {
       const terms = checkGrantTerms(input);
       const now = clock.now();
       const expiresAt = input.expiresAt ?? new Date(now.getTime() + DEFAULT_CONSENT_MS);
       if (expiresAt <= now) throw validationFailed({ expiresAt: "must be in the future" });
+      const tenant = { partnerId: input.partnerId, environment: input.environment };
       return inTransaction(em, async (tx) => {
-        const [user] = await sql<{ environment: Environment }>(
-          tx,
-          "select environment from users where id = $1",
-          [input.userId],
-        );
-        if (!user || user.environment !== input.environment)
+        if ((await users.environmentOf(tx, input.userId)) !== input.environment)
           throw new ApiError("not_found", `No user ${input.userId}.`);
-        const partner = isId("ptn", input.partnerId)
-          ? await sql(tx, "select 1 from partners where id = $1", [input.partnerId])
-          : [];
-        if (partner.length === 0) throw new ApiError("not_found", `No partner ${input.partnerId}.`);
-        // Grants for one person, partner and environment take turns, so two at once cannot both see
-        // "no active consent" and collide on the one-active index.
-        await sql(tx, "select pg_advisory_xact_lock(hashtextextended($1, 0))", [
-          `consent:${input.partnerId}:${input.environment}:${input.userId}`,
-        ]);
+        await partners.get(tx, input.partnerId);
+        await repo.lockGrants(tx, tenant, input.userId);
+        const previous = await repo.activeConsent(tx, tenant, input.userId);
         const id = newId("cns");
-        const superseded = await sql<{ id: string }>(
-          tx,
-          `update consents set status = 'REVOKED', revoked_at = $4, revoked_by = 'SYSTEM'
-            where partner_id = $1 and environment = $2 and user_id = $3 and status = 'ACTIVE' returning id`,
-          [input.partnerId, input.environment, input.userId, now],
-        );
-        const [row] = await sql<ConsentRow>(
-          tx,
-          `insert into consents (id, partner_id, environment, user_id, status, scopes, ledger_window_days,
-                                 max_ledger_window_days, source, granted_at, expires_at)
-           values ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8, $9, $10) returning ${COLUMNS}`,
-          [
-            id,
-            input.partnerId,
-            input.environment,
-            input.userId,
-            terms.scopes,
-            terms.ledgerWindowDays,
-            terms.maxLedgerWindowDays,
-            input.source,
-            now,
-            expiresAt,
-          ],
-        );
-        if (superseded.length) {
-          await sql(tx, "update consents set superseded_by = $2 where id = any($1::text[])", [
-            superseded.map((s) => s.id),
-            id,
-          ]);
+        if (previous) {
+          // Out of the one-active index before the new one enters it.
+          Object.assign(previous, { status: "REVOKED", revokedAt: now, revokedBy: "SYSTEM" });
+          await repo.save(tx);
         }
-        const consent = row as ConsentRow;
+        const consent = await repo.insertConsent(tx, {
+          id,
+          ...tenant,
+          userId: input.userId,
+          status: "ACTIVE",
+          scopes: terms.scopes,
+          ledgerWindowDays: terms.ledgerWindowDays,
+          maxLedgerWindowDays: terms.maxLedgerWindowDays,
+          source: input.source,
+          grantedAt: now,
+          expiresAt,
+          revokedAt: null,
+          revokedBy: null,
+          supersededBy: null,
+        });
+        if (previous) {
+          previous.supersededBy = id;
+          await repo.save(tx);
+        }
         await outbox.raise(tx, {
-          partnerId: input.partnerId,
-          environment: input.environment,
+          ...tenant,
           type: "consent.granted",
           payload: {
             consentId: consent.id,
-            userId: consent.user_id,
+            userId: consent.userId,
             scopes: consent.scopes,
-            ledgerWindowDays: consent.ledger_window_days,
-            maxLedgerWindowDays: consent.max_ledger_window_days,
+            ledgerWindowDays: consent.ledgerWindowDays,
+            maxLedgerWindowDays: consent.maxLedgerWindowDays,
             source: consent.source,
-            grantedAt: consent.granted_at.toISOString(),
-            expiresAt: consent.expires_at.toISOString(),
-            ...(superseded.length ? { supersedes: superseded.map((s) => s.id) } : {}),
+            grantedAt: consent.grantedAt.toISOString(),
+            expiresAt: consent.expiresAt.toISOString(),
+            ...(previous ? { supersedes: [previous.id] } : {}),
           },
         });
         return consent;
@@ -223,58 +192,56 @@ export function createConsentService({ clock, outbox }: { clock: Clock; outbox: 
     },
 
     /** The partner ends one of its consents. */
-    async revokeByPartner(em: Em, caller: Caller, id: string): Promise<ConsentRow> {
-      return inTransaction(em, async (tx) =>
-        end(tx, await ownedBy(tx, caller, id, true), "PARTNER", "REVOKED"),
-      );
+    async revokeByPartner(em: Em, id: string): Promise<Consent> {
+      return inTransaction(em, async (tx) => end(tx, await owned(tx, id, true), "PARTNER", "REVOKED"));
     },
 
     /** The person ends a consent from the dashboard. */
-    async revokeByUser(em: Em, id: string): Promise<ConsentRow> {
-      return em.transactional(async (tx) => {
-        const [row] = isId("cns", id)
-          ? await sql<ConsentRow>(tx, `select ${COLUMNS} from consents where id = $1 for update`, [id])
-          : [];
+    async revokeByUser(em: Em, id: string): Promise<Consent> {
+      return inTransaction(em, async (tx) => {
+        const row = isId("cns", id) ? await repo.findConsentForUser(tx, id) : null;
         if (!row) throw new ApiError("not_found", `No consent ${id}.`);
         return end(tx, row, "USER", "REVOKED");
       });
     },
 
-    async get(em: Em, caller: Caller, id: string): Promise<ConsentRow> {
-      return ownedBy(em, caller, id);
+    /** A consent of the caller's. */
+    async get(em: Em, id: string): Promise<Consent> {
+      return owned(em, id);
     },
 
     /** The newest consent the user gave the caller, whatever its status. */
-    async newestForUser(em: Em, caller: Caller, userId: string): Promise<ConsentRow> {
-      const [row] = await sql<ConsentRow>(
-        em,
-        `select ${COLUMNS} from consents where partner_id = $1 and environment = $2 and user_id = $3
-          order by granted_at desc, id desc limit 1`,
-        [caller.partnerId, caller.environment, userId],
-      );
+    async newestForUser(em: Em, userId: string): Promise<Consent> {
+      const row = await repo.newestConsent(em, userId);
       if (!row) throw new ApiError("not_found", `No consent from user ${userId}.`);
       return row;
     },
 
+    /**
+     * Throws the contract's 403 unless the user's newest consent to the tenant is ACTIVE and unexpired
+     * (CONTRACT.md §3); what other features ask before they act on a user's data.
+     */
+    async assertActive(em: Em, tenant: Tenant, userId: string): Promise<Consent> {
+      const consent = await repo.newestConsentOf(em, tenant, userId);
+      const refusal = consentRefusal(consent, clock.now());
+      if (refusal || !consent) throw new ApiError(refusal ?? "consent_required");
+      return consent;
+    },
+
     /** Every consent of a user, newest first, with the partner's name (the dashboard's list). */
-    async listForUser(em: Em, userId: string): Promise<(ConsentRow & { partner_name: string })[]> {
-      return sql(
+    async listForUser(em: Em, userId: string): Promise<(Consent & { partnerName: string })[]> {
+      const rows = await repo.consentsOfUser(em, userId);
+      const names = await partners.names(
         em,
-        `select ${COLUMNS.replace(/(\w+)/g, "c.$1")}, p.name as partner_name from consents c join partners p on p.id = c.partner_id
-          where c.user_id = $1 order by c.granted_at desc, c.id desc`,
-        [userId],
+        rows.map((r) => r.partnerId),
       );
+      return rows.map((r) => Object.assign(r, { partnerName: names.get(r.partnerId) ?? "" }));
     },
 
     /** Expires consents past `expiresAt`, each with `consent.revoked` (`revokedBy: SYSTEM`). */
     async expireDue(em: Em, limit = 500): Promise<number> {
       return em.transactional(async (tx) => {
-        const due = await sql<ConsentRow>(
-          tx,
-          `select ${COLUMNS} from consents where status = 'ACTIVE' and expires_at <= $1
-            order by expires_at limit $2 for update skip locked`,
-          [clock.now(), limit],
-        );
+        const due = await repo.dueToExpire(tx, clock.now(), limit);
         for (const row of due) await end(tx, row, "SYSTEM", "EXPIRED");
         return due.length;
       });

@@ -1,4 +1,4 @@
-import { consentRefusal } from "../consent/consent.service.ts";
+import type { ConsentService } from "../consent/consent.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
@@ -68,6 +68,7 @@ export type DisbursementService = ReturnType<typeof createDisbursementService>;
  */
 export function createDisbursementService(o: {
   clock: Clock;
+  consents: ConsentService;
   jobs: Jobs;
   outbox: Outbox;
   /** The provider per environment; production has none until the HTTP adapter is configured. */
@@ -155,14 +156,7 @@ export function createDisbursementService(o: {
       if (provider?.environment !== caller.environment) {
         throw new ApiError("unavailable", `No payment provider is configured for ${caller.environment}.`);
       }
-      const [consent] = await sql<{ status: string; expires_at: Date }>(
-        tx,
-        `select status, expires_at from consents where partner_id = $1 and environment = $2 and user_id = $3
-          order by granted_at desc, id desc limit 1`,
-        [caller.partnerId, caller.environment, input.userId],
-      );
-      const refusal = consentRefusal(consent, now);
-      if (refusal) throw new ApiError(refusal);
+      await o.consents.assertActive(tx, caller, input.userId);
       const [partner] = await sql<{ fee_rate_bps: number }>(
         tx,
         "select fee_rate_bps from partners where id = $1",

@@ -55,6 +55,14 @@ export function createPartnerService({ clock }: PartnerServiceOptions) {
       return partner;
     },
 
+    /** The names of partners, by id (the dashboard lists whom a user consented to). */
+    async names(em: Em, partnerIds: string[]): Promise<Map<string, string>> {
+      const ids = [...new Set(partnerIds)];
+      if (ids.length === 0) return new Map();
+      const rows = await em.find(PartnerEntity, { id: { $in: ids } }, { fields: ["id", "name"] });
+      return new Map(rows.map((r) => [r.id, r.name]));
+    },
+
     /** Sets a partner's fee rate for disbursements created from now on. */
     async setFee(em: Em, partnerId: string, feeRateBps: number): Promise<Partner> {
       checkFee(feeRateBps);

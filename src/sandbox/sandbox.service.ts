@@ -1,4 +1,4 @@
-import type { ConsentRow, ConsentService } from "../consent/consent.service.ts";
+import type { Consent, ConsentService } from "../consent/consent.service.ts";
 import type { ConsentLinkService, LinkView } from "../consent/consent-link.service.ts";
 import type { DisbursementRow, DisbursementService } from "../disbursements/disbursement.service.ts";
 import type { RepaymentRow, RepaymentService } from "../disbursements/repayment.service.ts";
@@ -40,7 +40,7 @@ export function createSandboxService(o: {
     /** The user accepts or declines a consent link of the caller's. */
     async decideConsentLink(em: Em, caller: Caller, id: string, accept: boolean): Promise<LinkView> {
       sandboxOnly(caller);
-      const decision = await o.consentLinks.decideById(em, caller, id, accept);
+      const decision = await o.consentLinks.decideById(em, id, accept);
       if (decision.outcome === "no_account") {
         throw new ApiError(
           "conflict",
@@ -51,9 +51,9 @@ export function createSandboxService(o: {
     },
 
     /** The user revokes a consent of the caller's from the dashboard. */
-    async revokeConsentAsUser(em: Em, caller: Caller, id: string): Promise<ConsentRow> {
+    async revokeConsentAsUser(em: Em, caller: Caller, id: string): Promise<Consent> {
       sandboxOnly(caller);
-      await o.consents.get(em, caller, id);
+      await o.consents.get(em, id);
       return o.consents.revokeByUser(em, id);
     },
 

@@ -147,7 +147,12 @@ export function createSnapshotService({
         { prepare: true },
       );
       const consent = row?.consent;
-      const refusal = consentRefusal(row?.segment === null ? undefined : consent, now);
+      const refusal = consentRefusal(
+        row?.segment === null || !consent
+          ? undefined
+          : { status: consent.status, expiresAt: consent.expires_at },
+        now,
+      );
       if (refusal || !row || !consent) {
         throw new ApiError(
           refusal ?? "consent_required",

@@ -1,0 +1,102 @@
+import { LockMode } from "@mikro-orm/core";
+import type { Em } from "../platform/db/orm.ts";
+import { sql } from "../platform/db/sql.ts";
+import { everyTenant, type Tenant } from "../platform/tenancy.ts";
+import { type Consent, ConsentEntity } from "./consent.entity.ts";
+import { type ConsentLink, ConsentLinkEntity } from "./consent-link.entity.ts";
+
+const forUpdate = { lockMode: LockMode.PESSIMISTIC_WRITE } as const;
+
+/**
+ * The consent feature's tables (consents, consent_links): the only code that reads or writes them. A
+ * partner's reads go through the tenancy filter the edge set on `em`; the person's and the platform's (the
+ * consent page, the dashboard) and the expiry job's name the tenant they act for, or read across tenants
+ * with {@link everyTenant}, on each query.
+ */
+export const consentRepository = {
+  /** A consent of `em`'s tenant; another tenant's is simply not found. */
+  findConsent(em: Em, id: string, lock = false): Promise<Consent | null> {
+    return em.findOne(ConsentEntity, { id }, lock ? forUpdate : {});
+  },
+
+  /** A consent of any tenant, locked (the person revokes it from the platform's dashboard). */
+  findConsentForUser(em: Em, id: string): Promise<Consent | null> {
+    return em.findOne(ConsentEntity, { id }, { ...forUpdate, ...everyTenant });
+  },
+
+  /** The newest consent the user gave `em`'s tenant, whatever its status. */
+  newestConsent(em: Em, userId: string): Promise<Consent | null> {
+    return em.findOne(ConsentEntity, { userId }, { orderBy: { grantedAt: "desc", id: "desc" } });
+  },
+
+  /** The newest consent the user gave a tenant, whatever its status (for another feature's check). */
+  newestConsentOf(em: Em, tenant: Tenant, userId: string): Promise<Consent | null> {
+    return em.findOne(
+      ConsentEntity,
+      { partnerId: tenant.partnerId, environment: tenant.environment, userId },
+      { orderBy: { grantedAt: "desc", id: "desc" }, ...everyTenant },
+    );
+  },
+
+  /** Every consent of a user, newest first, across partners (the dashboard's list). */
+  consentsOfUser(em: Em, userId: string): Promise<Consent[]> {
+    return em.find(ConsentEntity, { userId }, { orderBy: { grantedAt: "desc", id: "desc" }, ...everyTenant });
+  },
+
+  /** ACTIVE consents past their expiry, locked, skipping those another worker holds. */
+  dueToExpire(em: Em, now: Date, limit: number): Promise<Consent[]> {
+    return em.find(
+      ConsentEntity,
+      { status: "ACTIVE", expiresAt: { $lte: now } },
+      { orderBy: { expiresAt: "asc" }, limit, lockMode: LockMode.PESSIMISTIC_PARTIAL_WRITE, ...everyTenant },
+    );
+  },
+
+  /**
+   * Grants for one person, partner and environment take turns (a transaction-scoped advisory lock), so two
+   * at once cannot both see "no active consent" and collide on the one-active index.
+   */
+  async lockGrants(em: Em, tenant: Tenant, userId: string): Promise<void> {
+    await sql(em, "select pg_advisory_xact_lock(hashtextextended($1, 0))", [
+      `consent:${tenant.partnerId}:${tenant.environment}:${userId}`,
+    ]);
+  },
+
+  /** The tenant's ACTIVE consent of the user, if any (under {@link lockGrants}). */
+  activeConsent(em: Em, tenant: Tenant, userId: string): Promise<Consent | null> {
+    return em.findOne(
+      ConsentEntity,
+      { partnerId: tenant.partnerId, environment: tenant.environment, userId, status: "ACTIVE" },
+      everyTenant,
+    );
+  },
+
+  /** Adds a consent. */
+  async insertConsent(em: Em, row: Consent): Promise<Consent> {
+    const consent = em.create(ConsentEntity, row);
+    await em.flush();
+    return consent;
+  },
+
+  /** A link of `em`'s tenant, locked when asked. */
+  findLink(em: Em, id: string, lock = false): Promise<ConsentLink | null> {
+    return em.findOne(ConsentLinkEntity, { id }, lock ? forUpdate : {});
+  },
+
+  /** A link by the hash of its URL's token, whoever's it is (the person opening the page). */
+  findLinkByToken(em: Em, tokenHash: Buffer, lock = false): Promise<ConsentLink | null> {
+    return em.findOne(ConsentLinkEntity, { tokenHash }, { ...(lock ? forUpdate : {}), ...everyTenant });
+  },
+
+  /** Adds a link. */
+  async insertLink(em: Em, row: ConsentLink): Promise<ConsentLink> {
+    const link = em.create(ConsentLinkEntity, row);
+    await em.flush();
+    return link;
+  },
+
+  /** Writes the changes made to loaded consents and links. */
+  save(em: Em): Promise<void> {
+    return em.flush();
+  },
+};
