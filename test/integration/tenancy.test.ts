@@ -1,0 +1,119 @@
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createOrm, type Orm } from "../../src/platform/db/orm.ts";
+import { createLogger } from "../../src/platform/logger.ts";
+import { everyTenant, scopeToTenant, TENANT } from "../../src/platform/tenancy.ts";
+import { WebhookEntity } from "../../src/webhooks/webhook.entity.ts";
+import { createTestDatabase } from "../support/db.ts";
+
+// The tenancy boundary is one MikroORM filter, set once per request from the caller (ARCHITECTURE.md "Data").
+let orm: Orm;
+beforeAll(async () => {
+  orm = await createOrm({
+    databaseUrl: await createTestDatabase(),
+    poolSize: 2,
+    logger: createLogger({ level: "silent" }),
+  });
+  const em = orm.em.fork();
+  const now = new Date();
+  await em.getConnection().execute(
+    `insert into partners (id, name, fee_rate_bps, created_at) values
+       ('ptn_01JTENANTA0000000000000000', 'A', 0, now()), ('ptn_01JTENANTB0000000000000000', 'B', 0, now())`,
+  );
+  for (const [id, partnerId, environment] of [
+    ["whk_01JTENANTA0000000000000001", "ptn_01JTENANTA0000000000000000", "sandbox"],
+    ["whk_01JTENANTA0000000000000002", "ptn_01JTENANTA0000000000000000", "production"],
+    ["whk_01JTENANTB0000000000000001", "ptn_01JTENANTB0000000000000000", "sandbox"],
+  ] as const) {
+    em.create(WebhookEntity, {
+      id,
+      partnerId,
+      environment,
+      url: "https://example.com/h",
+      description: "",
+      events: ["*"],
+      status: "ACTIVE",
+      disabledReason: null,
+      secretEnc: Buffer.from("x"),
+      previousSecretEnc: null,
+      previousSecretExpiresAt: null,
+      createdAt: now,
+      updatedAt: now,
+      deletedAt: null,
+    });
+  }
+  await em.flush();
+});
+afterAll(() => orm?.close());
+
+/** The entities whose table has a `partner_id` column. */
+const partnerOwned = () =>
+  [...orm.getMetadata().getAll().values()].filter((m) =>
+    m.props.some((p) => p.fieldNames?.[0] === "partner_id"),
+  );
+
+describe("the tenancy filter", () => {
+  it("is on every partner-owned entity (API keys aside: the operator manages them, a request finds its own by hash)", () => {
+    const owned = partnerOwned().map((m) => m.className);
+    expect(owned.length).toBeGreaterThanOrEqual(8);
+    const unfiltered = partnerOwned()
+      .filter((m) => !m.filters?.[TENANT]?.default)
+      .map((m) => m.className);
+    expect(unfiltered).toEqual(["ApiKey"]);
+  });
+
+  it("refuses a query on a partner-owned entity that bypasses it, instead of reading every tenant's rows", async () => {
+    await expect(orm.em.fork().find(WebhookEntity, {})).rejects.toThrow(
+      /No arguments provided for filter 'tenant'/,
+    );
+    await expect(
+      orm.em.fork().findOne(WebhookEntity, { id: "whk_01JTENANTB0000000000000001" }),
+    ).rejects.toThrow(/filter 'tenant'/);
+  });
+
+  it("gives a scoped unit of work its tenant's rows only, in its environment only, in every fork and transaction", async () => {
+    const em = orm.em.fork();
+    scopeToTenant(em, { partnerId: "ptn_01JTENANTA0000000000000000", environment: "sandbox" });
+    expect((await em.find(WebhookEntity, {})).map((w) => w.id)).toEqual(["whk_01JTENANTA0000000000000001"]);
+    expect(await em.findOne(WebhookEntity, { id: "whk_01JTENANTB0000000000000001" })).toBeNull();
+    expect(await em.findOne(WebhookEntity, { id: "whk_01JTENANTA0000000000000002" })).toBeNull();
+    await em.transactional(async (tx) => {
+      expect((await tx.find(WebhookEntity, {})).map((w) => w.id)).toEqual(["whk_01JTENANTA0000000000000001"]);
+      expect(await tx.count(WebhookEntity, {})).toBe(1);
+    });
+    expect(await em.fork().count(WebhookEntity, {})).toBe(1);
+  });
+
+  it("lets system work read across tenants only when it says so on the query", async () => {
+    expect(await orm.em.fork().count(WebhookEntity, {}, everyTenant)).toBe(3);
+  });
+});
+
+describe("raw SQL on partner-owned tables", () => {
+  // A statement that names `partner_id` chooses a tenant by hand: it belongs in its feature's repository,
+  // which takes the tenant from the unit of work. These files do so for reasons of their own:
+  const allowed: Record<string, string> = {
+    "snapshot/snapshot.service.ts": "the one-query snapshot read, a prepared statement on the hot path",
+    "master-key.ts": "the list of sealed columns and the keys that bind them, for db:rekey",
+  };
+  // Features whose statements have not moved into a repository yet.
+  const notYetInRepositories = [
+    "disbursements/disbursement.service.ts",
+    "disbursements/repayment.service.ts",
+    "idempotency/idempotency.service.ts",
+    "sandbox/fixtures.ts",
+    "sandbox/sandbox.service.ts",
+    "standing/standing.service.ts",
+  ];
+
+  it("is written only in repositories, entities and migrations", () => {
+    const root = path.join(import.meta.dirname, "../../src");
+    const offenders = (readdirSync(root, { recursive: true }) as string[])
+      .filter((f) => f.endsWith(".ts") && !f.startsWith("platform/db/migrations/"))
+      .filter((f) => !f.endsWith(".repository.ts") && !f.endsWith(".entity.ts"))
+      .filter((f) => !(f in allowed) && !notYetInRepositories.includes(f))
+      .filter((f) => readFileSync(path.join(root, f), "utf8").includes("partner_id"));
+    expect(offenders).toEqual([]);
+  });
+});
