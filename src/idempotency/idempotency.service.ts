@@ -3,9 +3,9 @@ import { ms } from "../platform/clock.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import { constantTimeEqual, sha256 } from "../platform/crypto/tokens.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { sql } from "../platform/db/sql.ts";
 import { ApiError } from "../platform/errors.ts";
 import type { Environment } from "../platform/tenancy.ts";
+import { idempotencyRepository as repo } from "./idempotency.repository.ts";
 
 /** Binds a sealed stored response to its partner, environment and key. */
 export const idempotencyAad = (partnerId: string, environment: string, key: string) =>
@@ -63,66 +63,31 @@ export function createIdempotencyService({ clock, box }: { clock: Clock; box: Se
       this.validateKey(key);
       const fingerprint = sha256(`${method}\n${Buffer.from(request).toString("base64")}`);
       return em.transactional(async (tx) => {
-        const [lock] = await sql<{ ok: boolean }>(
-          tx,
-          "select pg_try_advisory_xact_lock(hashtextextended($1, 0)) as ok",
-          [`idempotency:${scope.partnerId}:${scope.environment}:${key}`],
-        );
-        if (!lock?.ok) throw new ApiError("idempotency_key_in_use");
+        if (!(await repo.tryLock(tx, key))) throw new ApiError("idempotency_key_in_use");
         const now = clock.now();
-        const [prior] = await sql<{
-          method: string;
-          request_hash: Buffer;
-          response: Buffer;
-          expires_at: Date;
-        }>(
-          tx,
-          `select method, request_hash, response, expires_at from idempotency_keys
-            where partner_id = $1 and environment = $2 and key = $3`,
-          [scope.partnerId, scope.environment, key],
-        );
-        if (prior && prior.expires_at > now) {
-          if (prior.method !== method || !constantTimeEqual(prior.request_hash, fingerprint)) {
+        const prior = await repo.find(tx, key);
+        if (prior && prior.expiresAt > now) {
+          if (prior.method !== method || !constantTimeEqual(prior.requestHash, fingerprint)) {
             throw new ApiError("idempotency_key_reused", undefined, { details: { idempotencyKey: key } });
           }
           return { response: box.open(prior.response, aad(scope, key)), replayed: true };
         }
         const response = await write(tx);
-        await sql(
-          tx,
-          `insert into idempotency_keys (partner_id, environment, key, method, request_hash, response, created_at, expires_at)
-           values ($1, $2, $3, $4, $5, $6, $7, $8)
-           on conflict (partner_id, environment, key) do update
-             set method = excluded.method, request_hash = excluded.request_hash, response = excluded.response,
-                 created_at = excluded.created_at, expires_at = excluded.expires_at`,
-          [
-            scope.partnerId,
-            scope.environment,
-            key,
-            method,
-            fingerprint,
-            box.seal(response, aad(scope, key)),
-            now,
-            new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
-          ],
-        );
+        await repo.put(tx, {
+          key,
+          method,
+          requestHash: fingerprint,
+          response: box.seal(response, aad(scope, key)),
+          createdAt: now,
+          expiresAt: new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
+        });
         return { response, replayed: false };
       });
     },
 
     /** Deletes records past their 7 days, a batch at a time so no statement holds many rows. */
     async purgeExpired(em: Em, batch = 1_000): Promise<number> {
-      let total = 0;
-      for (;;) {
-        const rows = await sql(
-          em,
-          `delete from idempotency_keys where ctid in (
-             select ctid from idempotency_keys where expires_at < $1 limit $2) returning key`,
-          [clock.now(), batch],
-        );
-        total += rows.length;
-        if (rows.length < batch) return total;
-      }
+      return repo.purgeExpired(em, clock.now(), batch);
     },
   };
 }

@@ -101,7 +101,6 @@ describe("raw SQL on partner-owned tables", () => {
   const notYetInRepositories = [
     "disbursements/disbursement.service.ts",
     "disbursements/repayment.service.ts",
-    "idempotency/idempotency.service.ts",
     "sandbox/fixtures.ts",
     "sandbox/sandbox.service.ts",
     "standing/standing.service.ts",
