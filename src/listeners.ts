@@ -160,7 +160,9 @@ export function partnerServices(services: Services): ServiceBinding[] {
     { service: SnapshotService, impl: createSnapshotHandlers(services.snapshots) as never },
     {
       service: DisbursementService,
-      impl: replayable(createDisbursementHandlers(services.disbursements, services.repayments)) as never,
+      impl: replayable(
+        createDisbursementHandlers(services.disbursements, services.repayments, services.books),
+      ) as never,
     },
     {
       service: ConsentService,

@@ -1,4 +1,5 @@
 import { createApiKeyService } from "./apikeys/api-key.service.ts";
+import { createBooksService } from "./books/books.service.ts";
 import type { Config } from "./config.ts";
 import { createConsentPages } from "./consent/consent.page.ts";
 import { createConsentService } from "./consent/consent.service.ts";
@@ -90,9 +91,12 @@ export function createServices(deps: ServiceDeps) {
   const paystack = config.paymentProvider
     ? createPaystackProvider({ config: config.paymentProvider, instruments, logger })
     : undefined;
+  const books = createBooksService();
   const disbursements = createDisbursementService({
     clock,
     consents,
+    partners,
+    books,
     jobs,
     outbox,
     providers: paystack ? { sandbox: sandboxProvider, production: paystack } : { sandbox: sandboxProvider },
@@ -102,8 +106,9 @@ export function createServices(deps: ServiceDeps) {
     leaseMs: config.payoutResumeAfterMs,
   });
   const standing = createStandingService({ clock, outbox });
-  const repayments = createRepaymentService({ clock, outbox, ledger, disbursements, metrics });
+  const repayments = createRepaymentService({ clock, outbox, books, ledger, disbursements, metrics });
   return {
+    books,
     ledger,
     instruments,
     standing,

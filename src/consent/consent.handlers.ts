@@ -12,7 +12,7 @@ import {
   type ConsentSchema,
 } from "../../gen/partner/v1/consents_pb.ts";
 import { validationFailed } from "../platform/errors.ts";
-import { callerOf, emOf } from "../platform/rpc/context.ts";
+import { emOf } from "../platform/rpc/context.ts";
 import type { Environment } from "../platform/tenancy.ts";
 import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
 import type { UserService } from "../users/user.service.ts";

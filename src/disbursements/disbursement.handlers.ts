@@ -8,48 +8,50 @@ import {
   Repayment_Status,
   type RepaymentSchema,
 } from "../../gen/partner/v1/disbursements_pb.ts";
+import type { BooksService } from "../books/books.service.ts";
 import { callerOf, emOf } from "../platform/rpc/context.ts";
-import type { DisbursementRow, DisbursementService } from "./disbursement.service.ts";
-import type { RepaymentRow, RepaymentService } from "./repayment.service.ts";
+import type { Disbursement, DisbursementService, Installment } from "./disbursement.service.ts";
+import type { RepaymentService } from "./repayment.service.ts";
 
+/** A disbursement in the contract's shape, with its schedule. */
 export function toDisbursement(
-  row: DisbursementRow,
-  installments: { due_date: string; amount_kobo: string }[],
+  row: Disbursement,
+  installments: { dueDate: string; amountKobo: bigint }[],
 ): MessageInitShape<typeof DisbursementSchema> {
   return {
     id: row.id,
-    userId: row.user_id,
+    userId: row.userId,
     status: Disbursement_Status[row.status],
-    principalKobo: BigInt(row.principal_kobo),
-    feeKobo: BigInt(row.fee_kobo),
-    feeRateBps: row.fee_rate_bps,
+    principalKobo: row.principalKobo,
+    feeKobo: row.feeKobo,
+    feeRateBps: row.feeRateBps,
     destination: Disbursement_Destination[row.destination],
     reference: row.reference,
     repaymentSchedule: {
-      installments: installments.map((i) => ({ dueDate: i.due_date, amountKobo: BigInt(i.amount_kobo) })),
+      installments: installments.map((i) => ({ dueDate: i.dueDate, amountKobo: i.amountKobo })),
     },
-    scheduleAcceptedAt: row.schedule_accepted_at.toISOString(),
-    failureReason: row.failure_reason ?? "",
-    createdAt: row.created_at.toISOString(),
-    deliveredAt: row.delivered_at?.toISOString() ?? "",
-    failedAt: row.failed_at?.toISOString() ?? "",
-    reversedAt: row.reversed_at?.toISOString() ?? "",
+    scheduleAcceptedAt: row.scheduleAcceptedAt.toISOString(),
+    failureReason: row.failureReason ?? "",
+    createdAt: row.createdAt.toISOString(),
+    deliveredAt: row.deliveredAt?.toISOString() ?? "",
+    failedAt: row.failedAt?.toISOString() ?? "",
+    reversedAt: row.reversedAt?.toISOString() ?? "",
   };
 }
 
 /** A repayment in the contract's shape. */
-export function toRepayment(r: RepaymentRow): MessageInitShape<typeof RepaymentSchema> {
+export function toRepayment(r: Installment): MessageInitShape<typeof RepaymentSchema> {
   return {
     id: r.id,
-    disbursementId: r.disbursement_id,
+    disbursementId: r.disbursementId,
     seq: r.seq,
-    dueDate: r.due_date,
-    amountKobo: BigInt(r.amount_kobo),
+    dueDate: r.dueDate,
+    amountKobo: r.amountKobo,
     status: Repayment_Status[r.status],
     attempts: r.attempts,
-    nextAttemptAt: r.status === "SCHEDULED" ? (r.next_attempt_at?.toISOString() ?? "") : "",
-    lastFailure: r.last_failure ?? "",
-    collectedAt: r.collected_at?.toISOString() ?? "",
+    nextAttemptAt: r.status === "SCHEDULED" ? (r.nextAttemptAt?.toISOString() ?? "") : "",
+    lastFailure: r.lastFailure ?? "",
+    collectedAt: r.collectedAt?.toISOString() ?? "",
   };
 }
 
@@ -57,24 +59,25 @@ export function toRepayment(r: RepaymentRow): MessageInitShape<typeof RepaymentS
 export function createDisbursementHandlers(
   disbursements: DisbursementService,
   repayments: RepaymentService,
+  books: BooksService,
 ): ServiceImpl<typeof DisbursementApi> {
   return {
     async listRepayments(req, ctx) {
-      const rows = await repayments.list(emOf(ctx.values), callerOf(ctx.values), req.disbursementId);
+      const rows = await repayments.list(emOf(ctx.values), req.disbursementId);
       return {
         repayments: rows.map(toRepayment),
         hasMore: false,
       };
     },
     async getBooks(req, ctx) {
-      const b = await repayments.books(emOf(ctx.values), callerOf(ctx.values), req.from, req.to);
+      const b = await books.list(emOf(ctx.values), req.from, req.to);
       return {
         entries: b.entries.map((e) => ({
           kind: e.kind,
-          amountKobo: BigInt(e.amount_kobo),
-          disbursementId: e.disbursement_id,
-          repaymentId: e.installment_id ?? "",
-          bookedAt: e.booked_at.toISOString(),
+          amountKobo: e.amountKobo,
+          disbursementId: e.disbursementId,
+          repaymentId: e.installmentId ?? "",
+          bookedAt: e.bookedAt.toISOString(),
         })),
         principalOutKobo: b.principalOutKobo,
         feesKobo: b.feesKobo,
@@ -102,17 +105,11 @@ export function createDisbursementHandlers(
         scheduleAcceptedAt: req.scheduleAcceptedAt,
       });
       return {
-        disbursement: toDisbursement(
-          row,
-          (req.repaymentSchedule?.installments ?? []).map((i) => ({
-            due_date: i.dueDate,
-            amount_kobo: i.amountKobo.toString(),
-          })),
-        ),
+        disbursement: toDisbursement(row, req.repaymentSchedule?.installments ?? []),
       };
     },
     async getDisbursement(req, ctx) {
-      const { row, installments } = await disbursements.get(emOf(ctx.values), callerOf(ctx.values), req.id);
+      const { row, installments } = await disbursements.get(emOf(ctx.values), req.id);
       return { disbursement: toDisbursement(row, installments) };
     },
   };

@@ -1,8 +1,10 @@
+import { UniqueConstraintViolationException } from "@mikro-orm/core";
+import type { BookKind, BooksService } from "../books/books.service.ts";
 import type { ConsentService } from "../consent/consent.service.ts";
+import type { PartnerService } from "../partners/partner.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { failpoint } from "../platform/failpoints.ts";
 import { isId, newId } from "../platform/ids.ts";
@@ -12,7 +14,10 @@ import type { Metrics } from "../platform/metrics.ts";
 import type { Caller, Environment } from "../platform/tenancy.ts";
 import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
+import type { Disbursement } from "./disbursement.entity.ts";
+import { disbursementRepository as repo } from "./disbursement.repository.ts";
 import { feeKobo } from "./fee.ts";
+import type { Installment } from "./installment.entity.ts";
 import type { PaymentProvider, TransferOutcome } from "./provider.ts";
 
 /** The queue of payout jobs; one job per disbursement (its id is the singleton key). */
@@ -22,25 +27,7 @@ export const COLLECT_QUEUE = "repayments.collect";
 /** Debits run at 08:00 in Lagos (07:00 UTC) on the due date. */
 export const DEBIT_HOUR_UTC = 7;
 
-/** A disbursement as stored. */
-export interface DisbursementRow {
-  id: string;
-  partner_id: string;
-  environment: Environment;
-  user_id: string;
-  status: "PENDING" | "PROCESSING" | "DELIVERED" | "FAILED" | "REVERSED";
-  principal_kobo: string;
-  fee_kobo: string;
-  fee_rate_bps: number;
-  destination: "WALLET" | "BANK";
-  reference: string;
-  schedule_accepted_at: Date;
-  failure_reason: string | null;
-  created_at: Date;
-  delivered_at: Date | null;
-  failed_at: Date | null;
-  reversed_at: Date | null;
-}
+export type { Disbursement, Installment };
 
 /** What CreateDisbursement takes. */
 export interface DisbursementInput {
@@ -55,8 +42,6 @@ export interface DisbursementInput {
 const MAX_PRINCIPAL = 1_000_000_000_000n;
 const REFERENCE = /^[\x21-\x7e]{1,64}$/;
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
-const COLUMNS = `id, partner_id, environment, user_id, status, principal_kobo::text, fee_kobo::text, fee_rate_bps, destination,
-  reference, schedule_accepted_at, failure_reason, created_at, delivered_at, failed_at, reversed_at`;
 
 /** What {@link createDisbursementService} returns. */
 export type DisbursementService = ReturnType<typeof createDisbursementService>;
@@ -69,6 +54,8 @@ export type DisbursementService = ReturnType<typeof createDisbursementService>;
 export function createDisbursementService(o: {
   clock: Clock;
   consents: ConsentService;
+  partners: PartnerService;
+  books: BooksService;
   jobs: Jobs;
   outbox: Outbox;
   /** The provider per environment; production has none until the HTTP adapter is configured. */
@@ -118,29 +105,8 @@ export function createDisbursementService(o: {
     return provider;
   };
 
-  const cancelSchedule = (tx: Em, id: string) =>
-    // Nothing was paid (or it came back), so nothing is owed. A debit already at the provider is left to settle.
-    sql(
-      tx,
-      `update installments set status = 'CANCELLED', next_attempt_at = null
-        where disbursement_id = $1 and status = 'SCHEDULED' and pending_reference is null`,
-      [id],
-    );
-
-  const book = (tx: Em, d: DisbursementRow, entries: [string, bigint][]) =>
-    sql(
-      tx,
-      `insert into book_entries (partner_id, environment, disbursement_id, kind, amount_kobo, booked_at)
-       select $1, $2, $3, k, a, $6 from unnest($4::text[], $5::bigint[]) as t (k, a)`,
-      [
-        d.partner_id,
-        d.environment,
-        d.id,
-        entries.map(([k]) => k),
-        entries.map(([, a]) => a.toString()),
-        clock.now(),
-      ],
-    );
+  const book = (tx: Em, d: Disbursement, entries: [BookKind, bigint][]) =>
+    o.books.record(tx, d, clock.now(), { disbursementId: d.id }, entries);
 
   return {
     /**
@@ -148,7 +114,7 @@ export function createDisbursementService(o: {
      * opens one only for a request with an `Idempotency-Key` (CONTRACT.md §6: a payout is never started
      * without a key to retry it safely with).
      */
-    async create(tx: Em, caller: Caller, input: DisbursementInput): Promise<DisbursementRow> {
+    async create(tx: Em, caller: Caller, input: DisbursementInput): Promise<Disbursement> {
       if (!tx.isInTransaction()) throw new ApiError("idempotency_key_required");
       const now = clock.now();
       validate(input, now);
@@ -157,12 +123,7 @@ export function createDisbursementService(o: {
         throw new ApiError("unavailable", `No payment provider is configured for ${caller.environment}.`);
       }
       await o.consents.assertActive(tx, caller, input.userId);
-      const [partner] = await sql<{ fee_rate_bps: number }>(
-        tx,
-        "select fee_rate_bps from partners where id = $1",
-        [caller.partnerId],
-      );
-      const rate = partner?.fee_rate_bps ?? 0;
+      const rate = (await o.partners.get(tx, caller.partnerId)).feeRateBps;
       if (provider.needsInstruments) {
         // The platform's instruments for the user: a payout is not started that could not be paid or repaid.
         const onFile = await o.instruments.onFile(tx, input.userId);
@@ -175,30 +136,30 @@ export function createDisbursementService(o: {
         if (Object.keys(missing).length) throw validationFailed(missing);
       }
       const id = newId("dsb");
-      let row: DisbursementRow | undefined;
+      let row: Disbursement;
       try {
-        [row] = await sql<DisbursementRow>(
-          tx,
-          `insert into disbursements (id, partner_id, environment, user_id, status, principal_kobo, fee_kobo, fee_rate_bps,
-                                      destination, reference, schedule_accepted_at, provider, created_at)
-           values ($1, $2, $3, $4, 'PENDING', $5, $6, $7, $8, $9, $10, $11, $12) returning ${COLUMNS}`,
-          [
-            id,
-            caller.partnerId,
-            caller.environment,
-            input.userId,
-            input.principalKobo.toString(),
-            feeKobo(input.principalKobo, rate).toString(),
-            rate,
-            input.destination,
-            input.reference,
-            new Date(input.scheduleAcceptedAt),
-            provider.name,
-            now,
-          ],
-        );
+        row = await repo.insert(tx, {
+          id,
+          partnerId: caller.partnerId,
+          environment: caller.environment,
+          userId: input.userId,
+          status: "PENDING",
+          principalKobo: input.principalKobo,
+          feeKobo: feeKobo(input.principalKobo, rate),
+          feeRateBps: rate,
+          destination: input.destination as "WALLET" | "BANK",
+          reference: input.reference,
+          scheduleAcceptedAt: new Date(input.scheduleAcceptedAt),
+          failureReason: null,
+          provider: provider.name,
+          createdAt: now,
+          processingAt: null,
+          deliveredAt: null,
+          failedAt: null,
+          reversedAt: null,
+        });
       } catch (err) {
-        if ((err as { code?: string }).code === "23505") {
+        if (err instanceof UniqueConstraintViolationException) {
           throw new ApiError(
             "conflict",
             `Reference ${input.reference} is already used by another disbursement.`,
@@ -206,20 +167,7 @@ export function createDisbursementService(o: {
         }
         throw err;
       }
-      const installments = await sql<{ id: string; next_attempt_at: Date }>(
-        tx,
-        `insert into installments (id, disbursement_id, seq, due_date, amount_kobo, status, next_attempt_at)
-         select 'rpy_' || substr($1, 5) || '_' || s, $1, s, d::date, a, 'SCHEDULED',
-                (d::date + make_interval(hours => $4)) at time zone 'UTC'
-           from unnest($2::text[], $3::bigint[]) with ordinality as t (d, a, s)
-         returning id, next_attempt_at`,
-        [
-          id,
-          input.installments.map((i) => i.dueDate),
-          input.installments.map((i) => i.amountKobo.toString()),
-          DEBIT_HOUR_UTC,
-        ],
-      );
+      const installments = await repo.insertSchedule(tx, id, input.installments, DEBIT_HOUR_UTC);
       await jobs.send(tx, PAYOUT_QUEUE, { disbursementId: id });
       // A debit job per installment on its date; the minute sweep catches any that is lost.
       await jobs.insert(
@@ -227,28 +175,14 @@ export function createDisbursementService(o: {
         COLLECT_QUEUE,
         installments.map((i) => ({ data: { installmentId: i.id }, startAfter: i.next_attempt_at })),
       );
-      return row as DisbursementRow;
+      return row;
     },
 
-    async get(
-      em: Em,
-      caller: Caller,
-      id: string,
-    ): Promise<{ row: DisbursementRow; installments: { due_date: string; amount_kobo: string }[] }> {
-      const [row] = isId("dsb", id)
-        ? await sql<DisbursementRow>(
-            em,
-            `select ${COLUMNS} from disbursements where id = $1 and partner_id = $2 and environment = $3`,
-            [id, caller.partnerId, caller.environment],
-          )
-        : [];
+    /** A disbursement of the caller's, with its schedule. */
+    async get(em: Em, id: string): Promise<{ row: Disbursement; installments: Installment[] }> {
+      const row = isId("dsb", id) ? await repo.find(em, id) : null;
       if (!row) throw new ApiError("not_found", `No disbursement ${id}.`);
-      const installments = await sql<{ due_date: string; amount_kobo: string }>(
-        em,
-        "select to_char(due_date, 'YYYY-MM-DD') as due_date, amount_kobo::text from installments where disbursement_id = $1 order by seq",
-        [id],
-      );
-      return { row, installments };
+      return { row, installments: await repo.schedule(em, id) };
     },
 
     /**
@@ -257,41 +191,31 @@ export function createDisbursementService(o: {
      * pending answer): the provider is asked about that reference first, so a retry never pays twice. The
      * outcome is then settled by {@link settlePayout}.
      */
-    async payout(em: Em, id: string): Promise<DisbursementRow["status"]> {
-      const [claimed] = await sql<DisbursementRow & { previous_status: string }>(
-        em,
-        // A PROCESSING payout is taken again only once its last attempt's lease has passed: one attempt at
-        // a time per disbursement, so the provider is never asked twice at once (the job and the sweep).
-        `update disbursements set status = 'PROCESSING', processing_at = $2
-           from (select id as old_id, status as previous_status from disbursements
-                  where id = $1 and (status = 'PENDING' or (status = 'PROCESSING' and processing_at <= $3))
-                  for update) old
-          where id = old.old_id
-         returning ${COLUMNS}, previous_status`,
-        [id, clock.now(), new Date(clock.now().getTime() - o.leaseMs)],
-      );
+    async payout(em: Em, id: string): Promise<Disbursement["status"]> {
+      const now = clock.now();
+      // One attempt at a time per disbursement, so the provider is never asked twice at once (the job and
+      // the sweep): a PROCESSING payout is taken again only once its last attempt's lease has passed.
+      const claimed = await repo.claimPayout(em, id, now, new Date(now.getTime() - o.leaseMs));
       if (!claimed) return "DELIVERED";
+      const d = claimed.disbursement;
       failpoint("payout.before_provider");
-      const provider = providerOf(claimed.environment);
+      const provider = providerOf(d.environment);
       let outcome: TransferOutcome;
       try {
         outcome = await provider.transfer(
           em,
           {
-            reference: claimed.id,
-            partnerReference: claimed.reference,
-            amountKobo: BigInt(claimed.principal_kobo),
-            destination: claimed.destination,
-            userId: claimed.user_id,
+            reference: d.id,
+            partnerReference: d.reference,
+            amountKobo: d.principalKobo,
+            destination: d.destination,
+            userId: d.userId,
           },
-          { resumed: claimed.previous_status === "PROCESSING" },
+          { resumed: claimed.previousStatus === "PROCESSING" },
         );
       } catch (err) {
         // The provider could not say what happened: release the lease so the retry asks again at once.
-        await sql(em, "update disbursements set processing_at = $2 where id = $1 and status = 'PROCESSING'", [
-          id,
-          new Date(0),
-        ]);
+        await repo.releasePayout(em, id);
         throw err;
       }
       failpoint("payout.after_provider");
@@ -306,60 +230,49 @@ export function createDisbursementService(o: {
      * REVERSED after delivery: REVERSED with the reason, principal and fee booked back, the schedule
      * cancelled; no event (CONTRACT.md §6).
      */
-    async settlePayout(em: Em, id: string, outcome: TransferOutcome): Promise<DisbursementRow["status"]> {
+    async settlePayout(em: Em, id: string, outcome: TransferOutcome): Promise<Disbursement["status"]> {
       let changed: { environment: string; outcome: string } | undefined;
       const status = await em.transactional(async (tx) => {
         const now = clock.now();
-        const [current] = await sql<DisbursementRow>(
-          tx,
-          `select ${COLUMNS} from disbursements where id = $1 for update`,
-          [id],
-        );
+        const current = await repo.lock(tx, id);
         if (!current) throw new Error(`no disbursement ${id}`);
         if (outcome.status === "PENDING") return current.status;
         if (current.status === "PROCESSING" && outcome.status !== "SUCCESS") {
-          await sql(
-            tx,
-            "update disbursements set status = 'FAILED', failure_reason = $2, failed_at = $3 where id = $1",
-            [id, outcome.reason, now],
-          );
-          await cancelSchedule(tx, id);
+          Object.assign(current, { status: "FAILED", failureReason: outcome.reason, failedAt: now });
+          await repo.save(tx);
+          // Nothing was paid, so nothing is owed.
+          await repo.cancelSchedule(tx, id);
           changed = { environment: current.environment, outcome: "failed" };
           return "FAILED";
         }
         if (current.status === "DELIVERED" && outcome.status === "REVERSED") {
-          await sql(
-            tx,
-            "update disbursements set status = 'REVERSED', failure_reason = $2, reversed_at = $3 where id = $1",
-            [id, outcome.reason, now],
-          );
+          Object.assign(current, { status: "REVERSED", failureReason: outcome.reason, reversedAt: now });
+          await repo.save(tx);
           await book(tx, current, [
-            ["PRINCIPAL_REVERSED", BigInt(current.principal_kobo)],
-            ["FEE_REVERSED", BigInt(current.fee_kobo)],
+            ["PRINCIPAL_REVERSED", current.principalKobo],
+            ["FEE_REVERSED", current.feeKobo],
           ]);
-          await cancelSchedule(tx, id);
+          await repo.cancelSchedule(tx, id);
           changed = { environment: current.environment, outcome: "reversed" };
           return "REVERSED";
         }
         if (current.status !== "PROCESSING" || outcome.status !== "SUCCESS") return current.status;
         failpoint("payout.before_record");
-        await sql(tx, "update disbursements set status = 'DELIVERED', delivered_at = $2 where id = $1", [
-          id,
-          now,
-        ]);
+        Object.assign(current, { status: "DELIVERED", deliveredAt: now });
+        await repo.save(tx);
         await book(tx, current, [
-          ["PRINCIPAL_OUT", -BigInt(current.principal_kobo)],
-          ["FEE", -BigInt(current.fee_kobo)],
+          ["PRINCIPAL_OUT", -current.principalKobo],
+          ["FEE", -current.feeKobo],
         ]);
         await outbox.raise(tx, {
-          partnerId: current.partner_id,
+          partnerId: current.partnerId,
           environment: current.environment,
           type: "DISBURSEMENT_DELIVERED",
           payload: {
             disbursementId: current.id,
-            userId: current.user_id,
-            principalKobo: current.principal_kobo,
-            feeKobo: current.fee_kobo,
+            userId: current.userId,
+            principalKobo: current.principalKobo.toString(),
+            feeKobo: current.feeKobo.toString(),
             destination: current.destination,
             reference: current.reference,
             deliveredAt: now.toISOString(),
@@ -374,14 +287,9 @@ export function createDisbursementService(o: {
     },
 
     /** A disbursement of the environment, for the provider's webhook (which names it by our reference). */
-    async byId(em: Em, environment: Environment, id: string): Promise<DisbursementRow | undefined> {
+    async byId(em: Em, environment: Environment, id: string): Promise<Disbursement | undefined> {
       if (!isId("dsb", id)) return undefined;
-      const [row] = await sql<DisbursementRow>(
-        em,
-        `select ${COLUMNS} from disbursements where id = $1 and environment = $2`,
-        [id, environment],
-      );
-      return row;
+      return (await repo.findInEnvironment(em, environment, id)) ?? undefined;
     },
 
     providerFor: providerOf,
@@ -392,13 +300,8 @@ export function createDisbursementService(o: {
      * recorded once.
      */
     async resumeStuck(em: Em, olderThanMs: number): Promise<number> {
-      const stuck = await sql<{ id: string }>(
-        em,
-        `select id from disbursements where status in ('PENDING', 'PROCESSING')
-            and coalesce(processing_at, created_at) <= $1 order by created_at limit 200`,
-        [new Date(clock.now().getTime() - olderThanMs)],
-      );
-      for (const { id } of stuck) {
+      const stuck = await repo.stuckPayouts(em, new Date(clock.now().getTime() - olderThanMs), 200);
+      for (const id of stuck) {
         try {
           await this.payout(em, id);
         } catch (err) {
@@ -407,6 +310,39 @@ export function createDisbursementService(o: {
         }
       }
       return stuck.length;
+    },
+
+    /**
+     * The sandbox provider fails a payout still PENDING or PROCESSING (a sandbox helper): a PENDING payout is
+     * taken now and asks the simulator, which answers FAILED; a PROCESSING one is settled with that answer,
+     * as a provider webhook would settle it.
+     */
+    async failInSandbox(em: Em, id: string): Promise<void> {
+      const { row } = await this.get(em, id);
+      if (row.environment !== "sandbox") throw new ApiError("sandbox_only");
+      if (row.status !== "PENDING" && row.status !== "PROCESSING")
+        throw new ApiError(
+          "conflict",
+          `Only a PENDING or PROCESSING disbursement can be failed; this one is ${row.status}.`,
+        );
+      const failed = { status: "FAILED" as const, reason: "destination_unavailable" };
+      await repo.setSimulatedTransfer(em, row.id, row.principalKobo, { ...failed, onlyFrom: "PENDING" });
+      if (row.status === "PENDING") await this.payout(em, row.id);
+      else await this.settlePayout(em, row.id, failed);
+    },
+
+    /** The sandbox provider reverses a DELIVERED payout (a sandbox helper), settled as its webhook would be. */
+    async reverseInSandbox(em: Em, id: string): Promise<void> {
+      const { row } = await this.get(em, id);
+      if (row.environment !== "sandbox") throw new ApiError("sandbox_only");
+      if (row.status !== "DELIVERED")
+        throw new ApiError(
+          "conflict",
+          `Only a DELIVERED disbursement can be reversed; this one is ${row.status}.`,
+        );
+      const reversed = { status: "REVERSED" as const, reason: "transfer_reversed" };
+      await repo.setSimulatedTransfer(em, row.id, row.principalKobo, reversed);
+      await this.settlePayout(em, row.id, reversed);
     },
   };
 }

@@ -51,7 +51,7 @@ export function createProviderWebhooks(o: {
         // Only production disbursements are paid through this provider.
         const disbursement = await o.disbursements.byId(em, "production", reference);
         if (!disbursement) return { status: "ignored" };
-        const outcome = await paystack.lookupTransfer(reference, BigInt(disbursement.principal_kobo));
+        const outcome = await paystack.lookupTransfer(reference, disbursement.principalKobo);
         if (!outcome) return { status: "ignored" };
         const status = await o.disbursements.settlePayout(em, reference, outcome);
         return { status: "settled", reference, outcome: status };

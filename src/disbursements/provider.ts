@@ -1,5 +1,5 @@
 import type { Em } from "../platform/db/orm.ts";
-import { sql } from "../platform/db/sql.ts";
+import { disbursementRepository } from "./disbursement.repository.ts";
 
 /** What a payout asks of a payment provider. */
 export interface TransferRequest {
@@ -95,17 +95,11 @@ export const sandboxProvider: PaymentProvider = {
   environment: "sandbox",
   needsInstruments: false,
   async transfer(em, request) {
-    const first = simulatedTransfer(request.partnerReference);
-    await sql(
+    const row = await disbursementRepository.simulatedTransfer(
       em,
-      `insert into sandbox_transfers (reference, amount_kobo, status, failure_reason, created_at)
-       values ($1, $2, $3, $4, now()) on conflict (reference) do nothing`,
-      [request.reference, request.amountKobo.toString(), first.status, first.reason],
-    );
-    const [row] = await sql<{ status: SimulatedStatus; failure_reason: string | null }>(
-      em,
-      "select status, failure_reason from sandbox_transfers where reference = $1",
-      [request.reference],
+      request.reference,
+      request.amountKobo,
+      simulatedTransfer(request.partnerReference),
     );
     switch (row?.status) {
       case "SUCCESS":
@@ -120,21 +114,11 @@ export const sandboxProvider: PaymentProvider = {
   },
   async debit(em, request) {
     const fails = request.partnerReference.endsWith(SANDBOX_DEBIT_FAIL_SUFFIX);
-    await sql(
+    const row = await disbursementRepository.simulatedDebit(
       em,
-      `insert into sandbox_debits (reference, amount_kobo, status, failure_reason, created_at)
-       values ($1, $2, $3, $4, now()) on conflict (reference) do nothing`,
-      [
-        request.reference,
-        request.amountKobo.toString(),
-        fails ? "FAILED" : "SUCCESS",
-        fails ? "insufficient_funds" : null,
-      ],
-    );
-    const [row] = await sql<{ status: "SUCCESS" | "FAILED"; failure_reason: string | null }>(
-      em,
-      "select status, failure_reason from sandbox_debits where reference = $1",
-      [request.reference],
+      request.reference,
+      request.amountKobo,
+      fails ? { status: "FAILED", reason: "insufficient_funds" } : { status: "SUCCESS", reason: null },
     );
     return row?.status === "SUCCESS"
       ? { status: "SUCCESS" }

@@ -15,8 +15,8 @@ export function createSandboxHandlers(
   sandbox: SandboxService,
   disbursements: DisbursementService,
 ): ServiceImpl<typeof SandboxApi> {
-  const disbursement = async (em: Em, caller: ReturnType<typeof callerOf>, id: string) => {
-    const { row, installments } = await disbursements.get(em, caller, id);
+  const disbursement = async (em: Em, id: string) => {
+    const { row, installments } = await disbursements.get(em, id);
     return toDisbursement(row, installments);
   };
   return {
@@ -53,13 +53,13 @@ export function createSandboxHandlers(
       const caller = callerOf(ctx.values);
       const em = emOf(ctx.values);
       await sandbox.failDisbursement(em, caller, req.id);
-      return { disbursement: await disbursement(em, caller, req.id) };
+      return { disbursement: await disbursement(em, req.id) };
     },
     async reverseDisbursement(req, ctx) {
       const caller = callerOf(ctx.values);
       const em = emOf(ctx.values);
       await sandbox.reverseDisbursement(em, caller, req.id);
-      return { disbursement: await disbursement(em, caller, req.id) };
+      return { disbursement: await disbursement(em, req.id) };
     },
     async collectRepayment(req, ctx) {
       const outcome =

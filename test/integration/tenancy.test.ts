@@ -99,10 +99,7 @@ describe("raw SQL on partner-owned tables", () => {
   };
   // Features whose statements have not moved into a repository yet.
   const notYetInRepositories = [
-    "disbursements/disbursement.service.ts",
-    "disbursements/repayment.service.ts",
     "sandbox/fixtures.ts",
-    "sandbox/sandbox.service.ts",
     "standing/standing.service.ts",
   ];
 

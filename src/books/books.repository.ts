@@ -1,0 +1,44 @@
+import type { Em } from "../platform/db/orm.ts";
+import { sql } from "../platform/db/sql.ts";
+import type { Tenant } from "../platform/tenancy.ts";
+import { type BookEntry, BookEntryEntity } from "./book-entry.entity.ts";
+
+/** A kind of book entry (CONTRACT.md §6). */
+export type BookKind = BookEntry["kind"];
+
+/** The books feature's table (book_entries): the only code that reads or writes it. */
+export const booksRepository = {
+  /** Writes entries for one disbursement of a tenant (and one installment, for a repayment), in one statement. */
+  async insert(
+    em: Em,
+    tenant: Tenant,
+    disbursementId: string,
+    installmentId: string | null,
+    entries: [BookKind, bigint][],
+    at: Date,
+  ): Promise<void> {
+    if (entries.length === 0) return;
+    await sql(
+      em,
+      `insert into book_entries (partner_id, environment, disbursement_id, installment_id, kind, amount_kobo, booked_at)
+       select $1, $2, $3, $4, k, a, $7 from unnest($5::text[], $6::bigint[]) as t (k, a)`,
+      [
+        tenant.partnerId,
+        tenant.environment,
+        disbursementId,
+        installmentId,
+        entries.map(([k]) => k),
+        entries.map(([, a]) => a.toString()),
+        at,
+      ],
+    );
+  },
+
+  /** `em`'s tenant's entries booked in [from, to) (either end open), in booking order. */
+  list(em: Em, from: Date | undefined, to: Date | undefined): Promise<BookEntry[]> {
+    const bookedAt = { ...(from ? { $gte: from } : {}), ...(to ? { $lt: to } : {}) };
+    return em.find(BookEntryEntity, from || to ? { bookedAt } : {}, {
+      orderBy: { bookedAt: "asc", id: "asc" },
+    });
+  },
+};

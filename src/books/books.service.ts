@@ -1,0 +1,56 @@
+import type { Em } from "../platform/db/orm.ts";
+import { validationFailed } from "../platform/errors.ts";
+import type { Tenant } from "../platform/tenancy.ts";
+import type { BookEntry } from "./book-entry.entity.ts";
+import { type BookKind, booksRepository as repo } from "./books.repository.ts";
+
+export type { BookEntry, BookKind };
+
+/** What {@link createBooksService} returns. */
+export type BooksService = ReturnType<typeof createBooksService>;
+
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+const dayStart = (day: string) => new Date(`${day}T00:00:00Z`);
+/** A real calendar date `YYYY-MM-DD` (2027-02-30 is not one, though JavaScript would roll it to March). */
+const isDay = (day: string) => {
+  const d = dayStart(day);
+  return DAY.test(day) && !Number.isNaN(d.getTime()) && d.toISOString().slice(0, 10) === day;
+};
+
+/**
+ * The partner's books (CONTRACT.md §6): principal out and fees at disbursement, repayments in, reversals
+ * back; amounts are signed kobo, so a partner's net is the sum. Entries are written by the disbursement and
+ * repayment services, in the transaction of the change they record.
+ */
+export function createBooksService() {
+  return {
+    /** Books entries for a disbursement (and one of its installments), in the caller's transaction. */
+    record(
+      tx: Em,
+      tenant: Tenant,
+      at: Date,
+      ref: { disbursementId: string; installmentId?: string },
+      entries: [BookKind, bigint][],
+    ): Promise<void> {
+      return repo.insert(tx, tenant, ref.disbursementId, ref.installmentId ?? null, entries, at);
+    },
+
+    /** The caller's entries between two UTC dates (inclusive, either may be empty), with totals. */
+    async list(em: Em, from: string, to: string) {
+      if ((from && !isDay(from)) || (to && !isDay(to)))
+        throw validationFailed({ from: "from and to are dates YYYY-MM-DD" });
+      const until = to ? new Date(dayStart(to).getTime() + 86_400_000) : undefined;
+      const entries = await repo.list(em, from ? dayStart(from) : undefined, until);
+      const sum = (...kinds: BookKind[]) =>
+        entries.filter((e) => kinds.includes(e.kind)).reduce((s, e) => s + e.amountKobo, 0n);
+      return {
+        entries,
+        // Net of reversals: a reversed payout's principal and fee come back.
+        principalOutKobo: sum("PRINCIPAL_OUT", "PRINCIPAL_REVERSED"),
+        feesKobo: sum("FEE", "FEE_REVERSED"),
+        repaymentsInKobo: sum("REPAYMENT_IN"),
+        netKobo: entries.reduce((s, e) => s + e.amountKobo, 0n),
+      };
+    },
+  };
+}

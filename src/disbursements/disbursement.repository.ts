@@ -1,0 +1,319 @@
+import { LockMode } from "@mikro-orm/core";
+import type { Em } from "../platform/db/orm.ts";
+import { sql } from "../platform/db/sql.ts";
+import { type Environment, everyTenant } from "../platform/tenancy.ts";
+import { type Disbursement, DisbursementEntity } from "./disbursement.entity.ts";
+import { type Installment, InstallmentEntity } from "./installment.entity.ts";
+
+/** A debit claimed for one attempt, with what the provider needs to be asked. */
+export interface ClaimedDebit {
+  installment: Installment;
+  userId: string;
+  reference: string;
+  environment: Environment;
+  /** The attempt's provider reference was already in flight (a retry): ask before charging. */
+  wasPending: boolean;
+}
+
+/** The installment of a debit in flight, locked, with its disbursement. */
+export interface PendingDebit {
+  installment: Installment;
+  disbursement: Disbursement;
+}
+
+/**
+ * The disbursements feature's tables (disbursements, installments, and the sandbox simulator's
+ * sandbox_transfers and sandbox_debits): the only code that reads or writes them. A partner's reads go through
+ * the tenancy filter; the payout and debit workers, which serve every tenant, claim rows with leases in raw
+ * statements and say so with {@link everyTenant} on entity queries.
+ */
+export const disbursementRepository = {
+  /** A disbursement of `em`'s tenant. */
+  find(em: Em, id: string): Promise<Disbursement | null> {
+    return em.findOne(DisbursementEntity, { id });
+  },
+
+  /** A disbursement of an environment, whoever's it is (the provider's webhook names it by our id). */
+  findInEnvironment(em: Em, environment: Environment, id: string): Promise<Disbursement | null> {
+    return em.findOne(DisbursementEntity, { id, environment }, everyTenant);
+  },
+
+  /** A disbursement, locked, whoever's it is (settling what the provider said). */
+  lock(tx: Em, id: string): Promise<Disbursement | null> {
+    return tx.findOne(DisbursementEntity, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE, ...everyTenant });
+  },
+
+  /** Adds a disbursement. */
+  async insert(tx: Em, row: Disbursement): Promise<Disbursement> {
+    const d = tx.create(DisbursementEntity, row);
+    await tx.flush();
+    return d;
+  },
+
+  /** Adds the schedule, one row per installment, debited at `debitHourUtc` on each due date. */
+  insertSchedule(
+    tx: Em,
+    disbursementId: string,
+    installments: { dueDate: string; amountKobo: bigint }[],
+    debitHourUtc: number,
+  ): Promise<{ id: string; next_attempt_at: Date }[]> {
+    return sql(
+      tx,
+      `insert into installments (id, disbursement_id, seq, due_date, amount_kobo, status, next_attempt_at)
+       select 'rpy_' || substr($1, 5) || '_' || s, $1, s, d::date, a, 'SCHEDULED',
+              (d::date + make_interval(hours => $4)) at time zone 'UTC'
+         from unnest($2::text[], $3::bigint[]) with ordinality as t (d, a, s)
+       returning id, next_attempt_at`,
+      [
+        disbursementId,
+        installments.map((i) => i.dueDate),
+        installments.map((i) => i.amountKobo.toString()),
+        debitHourUtc,
+      ],
+    );
+  },
+
+  /** A disbursement's installments, in schedule order. */
+  schedule(em: Em, disbursementId: string): Promise<Installment[]> {
+    return em.find(InstallmentEntity, { disbursementId }, { orderBy: { seq: "asc" } });
+  },
+
+  /**
+   * Claims a payout for one attempt: PENDING → PROCESSING, or a PROCESSING one whose last attempt's lease
+   * (`processing_at` before `leaseBefore`) has passed, so one attempt at a time asks the provider. Returns the
+   * disbursement and the status it had, or nothing when another attempt holds it or it is settled.
+   */
+  async claimPayout(
+    em: Em,
+    id: string,
+    now: Date,
+    leaseBefore: Date,
+  ): Promise<{ disbursement: Disbursement; previousStatus: string } | undefined> {
+    const [row] = await sql<Record<string, unknown> & { previous_status: string }>(
+      em,
+      `update disbursements set status = 'PROCESSING', processing_at = $2
+         from (select id as old_id, status as previous_status from disbursements
+                where id = $1 and (status = 'PENDING' or (status = 'PROCESSING' and processing_at <= $3))
+                for update) old
+        where id = old.old_id
+       returning disbursements.*, previous_status`,
+      [id, now, leaseBefore],
+    );
+    if (!row) return undefined;
+    const { previous_status, old_id: _, ...columns } = row;
+    return { disbursement: em.map(DisbursementEntity, columns), previousStatus: previous_status };
+  },
+
+  /** Releases a payout's lease at once (the provider could not say what happened: the retry asks again). */
+  async releasePayout(em: Em, id: string): Promise<void> {
+    await sql(em, "update disbursements set processing_at = $2 where id = $1 and status = 'PROCESSING'", [
+      id,
+      new Date(0),
+    ]);
+  },
+
+  /** Payouts left PENDING or PROCESSING since before `before` (their job lost, their worker dead). */
+  async stuckPayouts(em: Em, before: Date, limit: number): Promise<string[]> {
+    const rows = await sql<{ id: string }>(
+      em,
+      `select id from disbursements where status in ('PENDING', 'PROCESSING')
+          and coalesce(processing_at, created_at) <= $1 order by created_at limit $2`,
+      [before, limit],
+    );
+    return rows.map((r) => r.id);
+  },
+
+  /** Writes the changes made to loaded rows. */
+  save(em: Em): Promise<void> {
+    return em.flush();
+  },
+
+  /** Cancels what is left of a schedule; a debit already at the provider is left to settle. */
+  async cancelSchedule(tx: Em, disbursementId: string): Promise<void> {
+    await sql(
+      tx,
+      `update installments set status = 'CANCELLED', next_attempt_at = null
+        where disbursement_id = $1 and status = 'SCHEDULED' and pending_reference is null`,
+      [disbursementId],
+    );
+  },
+
+  /**
+   * Claims a due installment for one debit attempt, with a lease: a new attempt gets a new provider
+   * reference (`rpy_…:<attempt>`), kept as the pending reference until its outcome is recorded; an attempt
+   * still pending keeps its reference, so the provider is asked about it instead of charged again.
+   */
+  async claimDebit(
+    em: Em,
+    installmentId: string,
+    now: Date,
+    leaseMs: number,
+  ): Promise<ClaimedDebit | undefined> {
+    const [row] = await sql<
+      Record<string, unknown> & {
+        d_user_id: string;
+        d_reference: string;
+        d_environment: Environment;
+        was_pending: boolean;
+      }
+    >(
+      em,
+      `update installments i
+          set attempts = i.attempts + case when old.previous_reference is null then 1 else 0 end,
+              pending_reference = coalesce(old.previous_reference, i.id || ':' || (i.attempts + 1)),
+              next_attempt_at = $2::timestamptz + make_interval(secs => $3::double precision / 1000)
+         from disbursements d,
+              (select id as old_id, pending_reference as previous_reference from installments
+                where id = $1 and status = 'SCHEDULED' and next_attempt_at <= $2 for update) old
+        where i.id = old.old_id and d.id = i.disbursement_id
+          and (d.status = 'DELIVERED' or old.previous_reference is not null)
+        returning i.*, d.user_id as d_user_id, d.reference as d_reference, d.environment as d_environment,
+                  old.previous_reference is not null as was_pending`,
+      [installmentId, now, leaseMs],
+    );
+    if (!row) return undefined;
+    const { d_user_id, d_reference, d_environment, was_pending, ...columns } = row;
+    return {
+      installment: em.map(InstallmentEntity, { ...columns, due_date: dayOf(columns.due_date) }),
+      userId: d_user_id,
+      reference: d_reference,
+      environment: d_environment,
+      wasPending: was_pending,
+    };
+  },
+
+  /** The installment whose debit is in flight under `reference`, locked, with its disbursement. */
+  async lockPendingDebit(tx: Em, reference: string): Promise<PendingDebit | undefined> {
+    // An installment's disbursement carries the tenancy filter, and MikroORM joins it in to apply it: the
+    // worker serves every tenant, so it says so.
+    const installment = await tx.findOne(
+      InstallmentEntity,
+      { pendingReference: reference },
+      { lockMode: LockMode.PESSIMISTIC_WRITE, ...everyTenant },
+    );
+    if (!installment) return undefined;
+    const disbursement = await tx.findOne(
+      DisbursementEntity,
+      { id: installment.disbursementId },
+      everyTenant,
+    );
+    return disbursement ? { installment, disbursement } : undefined;
+  },
+
+  /** The debit in flight under a provider reference, in an environment (for the provider's webhook). */
+  async pendingDebit(
+    em: Em,
+    environment: Environment,
+    reference: string,
+  ): Promise<{ installmentId: string; amountKobo: bigint } | undefined> {
+    const [row] = await sql<{ id: string; amount_kobo: string }>(
+      em,
+      `select i.id, i.amount_kobo::text from installments i join disbursements d on d.id = i.disbursement_id
+        where i.pending_reference = $1 and d.environment = $2`,
+      [reference, environment],
+    );
+    return row ? { installmentId: row.id, amountKobo: BigInt(row.amount_kobo) } : undefined;
+  },
+
+  /** Installments due now whose disbursement was delivered (or whose debit is in flight). */
+  async dueInstallments(em: Em, now: Date, limit: number): Promise<string[]> {
+    const rows = await sql<{ id: string }>(
+      em,
+      `select i.id from installments i join disbursements d on d.id = i.disbursement_id
+        where i.status = 'SCHEDULED' and i.next_attempt_at <= $1
+          and (d.status = 'DELIVERED' or i.pending_reference is not null)
+        order by i.next_attempt_at limit $2`,
+      [now, limit],
+    );
+    return rows.map((r) => r.id);
+  },
+
+  /** An installment of a disbursement of `em`'s tenant, locked, with its disbursement. */
+  async lockOwnedInstallment(tx: Em, id: string): Promise<PendingDebit | undefined> {
+    const installment = await tx.findOne(InstallmentEntity, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+    if (!installment) return undefined;
+    // The tenancy filter decides: another partner's disbursement is simply not found.
+    const disbursement = await tx.findOne(DisbursementEntity, { id: installment.disbursementId });
+    return disbursement ? { installment, disbursement } : undefined;
+  },
+
+  /** The sandbox simulator's recorded answer for a transfer, recorded first as `first` if it has none. */
+  async simulatedTransfer(
+    em: Em,
+    reference: string,
+    amountKobo: bigint,
+    first: { status: string; reason: string | null },
+  ): Promise<{ status: string; failure_reason: string | null } | undefined> {
+    await sql(
+      em,
+      `insert into sandbox_transfers (reference, amount_kobo, status, failure_reason, created_at)
+       values ($1, $2, $3, $4, now()) on conflict (reference) do nothing`,
+      [reference, amountKobo.toString(), first.status, first.reason],
+    );
+    const [row] = await sql<{ status: string; failure_reason: string | null }>(
+      em,
+      "select status, failure_reason from sandbox_transfers where reference = $1",
+      [reference],
+    );
+    return row;
+  },
+
+  /** Changes the simulator's answer for a transfer (as the provider would), recording it if it had none. */
+  async setSimulatedTransfer(
+    em: Em,
+    reference: string,
+    amountKobo: bigint,
+    to: { status: "FAILED" | "REVERSED"; reason: string; onlyFrom?: string },
+  ): Promise<void> {
+    await sql(
+      em,
+      `insert into sandbox_transfers (reference, amount_kobo, status, failure_reason, created_at)
+       values ($1, $2, $3, $4, now())
+       on conflict (reference) do update set status = excluded.status, failure_reason = excluded.failure_reason
+        where $5::text is null or sandbox_transfers.status = $5`,
+      [reference, amountKobo.toString(), to.status, to.reason, to.onlyFrom ?? null],
+    );
+  },
+
+  /** The sandbox simulator's recorded answer for a debit, recorded first as `first` if it has none. */
+  async simulatedDebit(
+    em: Em,
+    reference: string,
+    amountKobo: bigint,
+    first: { status: string; reason: string | null },
+  ): Promise<{ status: string; failure_reason: string | null } | undefined> {
+    await sql(
+      em,
+      `insert into sandbox_debits (reference, amount_kobo, status, failure_reason, created_at)
+       values ($1, $2, $3, $4, now()) on conflict (reference) do nothing`,
+      [reference, amountKobo.toString(), first.status, first.reason],
+    );
+    const [row] = await sql<{ status: string; failure_reason: string | null }>(
+      em,
+      "select status, failure_reason from sandbox_debits where reference = $1",
+      [reference],
+    );
+    return row;
+  },
+
+  /** Sets the simulator's answer for a debit (as the provider would answer it). */
+  async setSimulatedDebit(
+    em: Em,
+    reference: string,
+    amountKobo: bigint,
+    to: { status: "SUCCESS" | "FAILED"; reason: string | null },
+  ): Promise<void> {
+    await sql(
+      em,
+      `insert into sandbox_debits (reference, amount_kobo, status, failure_reason, created_at)
+       values ($1, $2, $3, $4, now())
+       on conflict (reference) do update set status = excluded.status, failure_reason = excluded.failure_reason`,
+      [reference, amountKobo.toString(), to.status, to.reason],
+    );
+  },
+};
+
+/** A `date` column read raw is `YYYY-MM-DD` text already, or a Date at midnight UTC. */
+function dayOf(value: unknown): string {
+  return value instanceof Date ? value.toISOString().slice(0, 10) : String(value);
+}
