@@ -105,7 +105,7 @@ export function createServices(deps: ServiceDeps) {
     metrics,
     leaseMs: config.payoutResumeAfterMs,
   });
-  const standing = createStandingService({ clock, outbox });
+  const standing = createStandingService({ clock, outbox, users, consents });
   const repayments = createRepaymentService({ clock, outbox, books, ledger, disbursements, metrics });
   return {
     books,

@@ -38,6 +38,17 @@ export const consentRepository = {
     );
   },
 
+  /** The tenants holding an ACTIVE, unexpired consent of the user that covers `scope`. */
+  async holders(em: Em, userId: string, scope: string, now: Date): Promise<Tenant[]> {
+    const rows = await em.find(
+      ConsentEntity,
+      { userId, status: "ACTIVE", expiresAt: { $gt: now }, scopes: { $contains: [scope] } },
+      { fields: ["partnerId", "environment"], ...everyTenant },
+    );
+    const seen = new Map(rows.map((r) => [`${r.partnerId}:${r.environment}`, r]));
+    return [...seen.values()].map((r) => ({ partnerId: r.partnerId, environment: r.environment }));
+  },
+
   /** Every consent of a user, newest first, across partners (the dashboard's list). */
   consentsOfUser(em: Em, userId: string): Promise<Consent[]> {
     return em.find(ConsentEntity, { userId }, { orderBy: { grantedAt: "desc", id: "desc" }, ...everyTenant });

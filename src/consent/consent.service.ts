@@ -10,7 +10,7 @@ import type { UserService } from "../users/user.service.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
 import type { Consent } from "./consent.entity.ts";
 import { consentRepository as repo } from "./consent.repository.ts";
-import { scopes as allScopes, isScope } from "./scopes.ts";
+import { scopes as allScopes, isScope, type Scope } from "./scopes.ts";
 
 export type { Consent };
 
@@ -226,6 +226,11 @@ export function createConsentService({
       const refusal = consentRefusal(consent, clock.now());
       if (refusal || !consent) throw new ApiError(refusal ?? "consent_required");
       return consent;
+    },
+
+    /** The partners (and environments) holding an ACTIVE consent of the user that covers `scope`. */
+    holders(em: Em, userId: string, scope: Scope): Promise<Tenant[]> {
+      return repo.holders(em, userId, scope, clock.now());
     },
 
     /** Every consent of a user, newest first, with the partner's name (the dashboard's list). */

@@ -4,7 +4,6 @@ import type { DisbursementService, Installment } from "../disbursements/disburse
 import type { RepaymentService } from "../disbursements/repayment.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import type { Caller } from "../platform/tenancy.ts";
 import type { StandingService } from "../standing/standing.service.ts";
@@ -69,37 +68,8 @@ export function createSandboxService(o: {
         throw new ApiError("not_found", `No sandbox user ${userId}.`);
       if (!(tiers as readonly string[]).includes(tier))
         throw validationFailed({ tier: `must be one of ${tiers.join(", ")}` });
-      const [current] = await sql<{
-        score_version: string;
-        standing_signals: Record<string, number | null>;
-        work_signals: Record<string, number | boolean | null>;
-      }>(em, "select score_version, standing_signals, work_signals from standings where user_id = $1", [
-        userId,
-      ]);
-      const { tierChanges } = await o.standing.upsertStanding(em, [
-        {
-          userId,
-          tier,
-          score,
-          scoreVersion: current?.score_version ?? "sandbox",
-          standingSignals: {
-            tenureDays: null,
-            monthsInTier: null,
-            scoreChange90d: null,
-            disputesLast90d: null,
-            ...current?.standing_signals,
-          },
-          workSignals: {
-            monthsActive: null,
-            activeDaysLast30d: null,
-            incomeRegularityBps: null,
-            employmentVerified: null,
-            ...current?.work_signals,
-          } as never,
-          asOf: o.clock.now(),
-        },
-      ]);
-      return { tier, score, tierChanged: tierChanges > 0 };
+      const { tierChanged } = await o.standing.rescore(em, userId, tier, score);
+      return { tier, score, tierChanged };
     },
 
     /** The provider fails a payout still PENDING or PROCESSING. */

@@ -1,10 +1,21 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
 import { UserEntity } from "../users/user.entity.ts";
 
-/** The standing signals as stored (JSON object of numbers, null where unknown). */
-export type StandingSignals = Record<string, number | null>;
-/** The work signals as stored (JSON object of numbers and flags, null where unknown). */
-export type WorkSignals = Record<string, number | boolean | null>;
+/** Standing signals as stored (integers only, so the signed document holds no fractions; null where unknown). */
+export interface StandingSignals {
+  tenureDays: number | null;
+  monthsInTier: number | null;
+  scoreChange90d: number | null;
+  disputesLast90d: number | null;
+}
+
+/** Work signals as stored (null where unknown). */
+export interface WorkSignals {
+  monthsActive: number | null;
+  activeDaysLast30d: number | null;
+  incomeRegularityBps: number | null;
+  employmentVerified: boolean | null;
+}
 
 /** A user's standing as the platform last scored it: tier, score and the signals behind them. */
 export const StandingEntity = defineEntity({

@@ -1,7 +1,7 @@
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
+import { userRepository as repo } from "./user.repository.ts";
 
 /**
  * The platform's payment instruments for a user, as provider codes: the transfer recipient for their bank
@@ -57,47 +57,26 @@ export function createPaymentInstrumentStore(o: { box: SecretBox; now: () => Dat
         wallet: Boolean(clean.walletRecipientCode),
         debit: Boolean(clean.debitAuthorizationCode),
       };
-      const [row] = await sql<{ user_id: string }>(
+      const stored = await repo.putInstruments(
         em,
-        `insert into payment_instruments (user_id, sealed, has_bank, has_wallet, has_debit, updated_at)
-         select id, $2, $3, $4, $5, $6 from users where id = $1
-         on conflict (user_id) do update set sealed = excluded.sealed, has_bank = excluded.has_bank,
-           has_wallet = excluded.has_wallet, has_debit = excluded.has_debit, updated_at = excluded.updated_at
-         returning user_id`,
-        [
-          userId,
-          o.box.seal(Buffer.from(JSON.stringify(clean)), aad(userId)),
-          onFile.bank,
-          onFile.wallet,
-          onFile.debit,
-          o.now(),
-        ],
+        userId,
+        o.box.seal(Buffer.from(JSON.stringify(clean)), aad(userId)),
+        onFile,
+        o.now(),
       );
-      if (!row) throw new ApiError("not_found", `No user ${userId}.`);
+      if (!stored) throw new ApiError("not_found", `No user ${userId}.`);
       return onFile;
     },
 
     /** What the user has on file. */
     async onFile(em: Em, userId: string): Promise<InstrumentsOnFile> {
-      const [row] = await sql<{ has_bank: boolean; has_wallet: boolean; has_debit: boolean }>(
-        em,
-        "select has_bank, has_wallet, has_debit from payment_instruments where user_id = $1",
-        [userId],
-      );
-      return {
-        bank: row?.has_bank ?? false,
-        wallet: row?.has_wallet ?? false,
-        debit: row?.has_debit ?? false,
-      };
+      const row = await repo.instruments(em, userId);
+      return { bank: row?.hasBank ?? false, wallet: row?.hasWallet ?? false, debit: row?.hasDebit ?? false };
     },
 
     /** The user's instruments, opened. */
     async get(em: Em, userId: string): Promise<PaymentInstruments> {
-      const [row] = await sql<{ sealed: Buffer }>(
-        em,
-        "select sealed from payment_instruments where user_id = $1",
-        [userId],
-      );
+      const row = await repo.instruments(em, userId);
       return row ? (JSON.parse(o.box.open(row.sealed, aad(userId)).toString()) as PaymentInstruments) : {};
     },
   };

@@ -3,9 +3,9 @@ import type { Clock } from "../platform/clock.ts";
 import { keyedHash } from "../platform/crypto/keys.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { sql } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import type { Environment } from "../platform/tenancy.ts";
+import { userRepository as repo } from "./user.repository.ts";
 
 /** Binds a sealed phone number to its user. */
 export const phoneAad = (userId: string) => `user-phone:${userId}`;
@@ -47,26 +47,16 @@ export function createUserService(o: { clock: Clock; box: SecretBox; phoneKey: B
       if (Object.keys(problems).length) throw validationFailed(problems);
       const now = o.clock.now();
       try {
-        const [row] = await sql<{ created: boolean }>(
-          em,
-          `insert into users (id, environment, phone_hash, phone_enc, phone_last4, segment, created_at, updated_at)
-           values ($1, $2, $3, $4, $5, $6, $7, $8)
-           on conflict (id) do update
-             set phone_hash = excluded.phone_hash, phone_enc = excluded.phone_enc, phone_last4 = excluded.phone_last4,
-                 segment = excluded.segment, updated_at = excluded.updated_at
-             where users.environment = excluded.environment
-           returning (xmax = 0) as created`,
-          [
-            input.id,
-            input.environment,
-            phoneHash(input.phoneNumber),
-            o.box.seal(Buffer.from(input.phoneNumber), phoneAad(input.id)),
-            last4(input.phoneNumber),
-            input.segment,
-            input.createdAt ?? now,
-            now,
-          ],
-        );
+        const row = await repo.upsert(em, {
+          id: input.id,
+          environment: input.environment,
+          phoneHash: phoneHash(input.phoneNumber),
+          phoneEnc: o.box.seal(Buffer.from(input.phoneNumber), phoneAad(input.id)),
+          phoneLast4: last4(input.phoneNumber),
+          segment: input.segment as Segment,
+          createdAt: input.createdAt ?? now,
+          updatedAt: now,
+        });
         if (!row) throw new ApiError("conflict", `User ${input.id} exists in the other environment.`);
         return { created: row.created };
       } catch (err) {
@@ -80,22 +70,18 @@ export function createUserService(o: { clock: Clock; box: SecretBox; phoneKey: B
     /** The user's environment, or undefined when there is no such user. */
     async environmentOf(em: Em, userId: string): Promise<Environment | undefined> {
       if (!USER_ID.test(userId)) return undefined;
-      const [row] = await sql<{ environment: Environment }>(
-        em,
-        "select environment from users where id = $1",
-        [userId],
-      );
-      return row?.environment;
+      return repo.environmentOf(em, userId);
     },
 
     /** The user with this phone number in the environment. */
-    async byPhone(em: Em, environment: Environment, phoneHashValue: Buffer): Promise<string | undefined> {
-      const [row] = await sql<{ id: string }>(
-        em,
-        "select id from users where environment = $1 and phone_hash = $2",
-        [environment, phoneHashValue],
-      );
-      return row?.id;
+    byPhone(em: Em, environment: Environment, phoneHashValue: Buffer): Promise<string | undefined> {
+      return repo.byPhone(em, environment, phoneHashValue);
+    },
+
+    /** Fails with `validation_failed` unless every one of these users exists (the platform upserts first). */
+    async assertExist(em: Em, userIds: string[], field = "userId"): Promise<void> {
+      if ((await repo.count(em, userIds)) !== new Set(userIds).size)
+        throw validationFailed({ [field]: "every user must exist (UpsertUser first)" });
     },
   };
 }

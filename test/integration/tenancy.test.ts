@@ -98,10 +98,7 @@ describe("raw SQL on partner-owned tables", () => {
     "master-key.ts": "the list of sealed columns and the keys that bind them, for db:rekey",
   };
   // Features whose statements have not moved into a repository yet.
-  const notYetInRepositories = [
-    "sandbox/fixtures.ts",
-    "standing/standing.service.ts",
-  ];
+  const notYetInRepositories = ["sandbox/fixtures.ts", "standing/standing.service.ts"];
 
   it("is written only in repositories, entities and migrations", () => {
     const root = path.join(import.meta.dirname, "../../src");

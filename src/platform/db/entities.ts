@@ -15,8 +15,8 @@ import { RateLimitBucketEntity } from "../../ratelimit/rate-limit-bucket.entity.
 import { RateLimitTake } from "../../ratelimit/rate-limit-take.routine.ts";
 import { SandboxFixtureEntity } from "../../sandbox/sandbox-fixture.entity.ts";
 import { SigningKeyEntity } from "../../signing/signing-key.entity.ts";
+import { KycEntity } from "../../standing/kyc.entity.ts";
 import { StandingEntity } from "../../standing/standing.entity.ts";
-import { KycEntity } from "../../users/kyc.entity.ts";
 import { PaymentInstrumentEntity } from "../../users/payment-instrument.entity.ts";
 import { UserEntity } from "../../users/user.entity.ts";
 import { WebhookAttemptEntity } from "../../webhooks/attempt.entity.ts";

@@ -1,5 +1,5 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
-import { UserEntity } from "./user.entity.ts";
+import { UserEntity } from "../users/user.entity.ts";
 
 /** What the platform has verified about a user, as it last told us. */
 export const KycEntity = defineEntity({
