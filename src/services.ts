@@ -82,6 +82,7 @@ export function createServices(deps: ServiceDeps) {
   const signingKeys = createSigningKeyService({ clock, box, changes });
   const ledger = createLedgerService({
     clock,
+    users,
     counterpartyKey: deps.dataKeys["counterparty-hash"],
   });
   const metrics = createMetrics();

@@ -46,9 +46,10 @@ export const userRepository = {
     return user?.id;
   },
 
-  /** How many of these users exist. */
-  count(em: Em, userIds: string[]): Promise<number> {
-    return em.count(UserEntity, { id: { $in: [...new Set(userIds)] } });
+  /** Those of these users that exist. */
+  async existing(em: Em, userIds: string[]): Promise<Set<string>> {
+    const rows = await em.find(UserEntity, { id: { $in: [...new Set(userIds)] } }, { fields: ["id"] });
+    return new Set(rows.map((r) => r.id));
   },
 
   /** Replaces a user's sealed instruments; false when there is no such user. */

@@ -78,10 +78,14 @@ export function createUserService(o: { clock: Clock; box: SecretBox; phoneKey: B
       return repo.byPhone(em, environment, phoneHashValue);
     },
 
-    /** Fails with `validation_failed` unless every one of these users exists (the platform upserts first). */
-    async assertExist(em: Em, userIds: string[], field = "userId"): Promise<void> {
-      if ((await repo.count(em, userIds)) !== new Set(userIds).size)
-        throw validationFailed({ [field]: "every user must exist (UpsertUser first)" });
+    /** Fails with `validation_failed`, naming a few, unless every one of these users exists (the platform upserts first). */
+    async assertExist(em: Em, userIds: string[]): Promise<void> {
+      const found = await repo.existing(em, userIds);
+      const missing = [...new Set(userIds)].filter((id) => !found.has(id));
+      if (missing.length > 0)
+        throw validationFailed({
+          userId: `unknown users: ${missing.slice(0, 5).join(", ")} (UpsertUser first)`,
+        });
     },
   };
 }

@@ -1,12 +1,12 @@
 import type { Clock } from "../platform/clock.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { sql } from "../platform/db/sql.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Outbox } from "./outbox.ts";
 import { nextAttemptAt, parseRetryAfter } from "./schedule.ts";
 import type { AttemptResult, Sender } from "./sender.ts";
 import { signatureHeaders } from "./signature.ts";
+import { type ClaimedDelivery as Claimed, webhookRepository as repo } from "./webhook.repository.ts";
 
 /** Options for {@link createDeliveryWorker}. */
 export interface DeliveryWorkerOptions {
@@ -27,21 +27,6 @@ export interface DeliveryWorkerOptions {
     latencyMs: number;
     outcome: "delivered" | "retrying" | "given_up";
   }) => void;
-}
-
-interface Claimed {
-  id: string;
-  event_id: string;
-  webhook_id: string;
-  attempts: number;
-  created_at: Date;
-  url: string;
-  webhook_status: string;
-  deleted_at: Date | null;
-  secret_enc: Buffer;
-  previous_secret_enc: Buffer | null;
-  previous_secret_expires_at: Date | null;
-  body: string;
 }
 
 interface Outcome {
@@ -70,23 +55,8 @@ export function createDeliveryWorker(o: DeliveryWorkerOptions) {
   };
 
   /** Takes the deliveries that are due and not held by another worker, for one attempt each. */
-  const claim = async (em: Em, ids: string[], now: Date): Promise<Claimed[]> =>
-    sql<Claimed>(
-      em,
-      `with claimed as (
-         update webhook_deliveries d
-            set locked_until = $2::timestamptz + make_interval(secs => $3::double precision / 1000)
-          where d.id = any($1::text[])
-            and d.status in ('PENDING', 'FAILED')
-            and d.next_attempt_at <= $2::timestamptz + interval '1 second'
-            and (d.locked_until is null or d.locked_until < $2::timestamptz)
-         returning d.id, d.event_id, d.webhook_id, d.attempts, d.created_at)
-       select c.*, w.url, w.status as webhook_status, w.deleted_at, w.secret_enc, w.previous_secret_enc,
-              w.previous_secret_expires_at, e.body
-         from claimed c join webhooks w on w.id = c.webhook_id join events e on e.id = c.event_id`,
-      [ids, now, o.leaseMs],
-      { prepare: true },
-    );
+  const claim = (em: Em, ids: string[], now: Date): Promise<Claimed[]> =>
+    repo.claimDeliveries(em, ids, now, o.leaseMs);
 
   const attempt = async (d: Claimed, now: Date): Promise<Outcome> => {
     const list = [open(d.webhook_id, d.secret_enc)];
@@ -125,70 +95,11 @@ export function createDeliveryWorker(o: DeliveryWorkerOptions) {
       return { d, r, startedAt, attempts, gone, next, status };
     });
     await em.transactional(async (tx) => {
-      if (rows.length > 0) {
-        await sql(
-          tx,
-          `insert into webhook_attempts (delivery_id, webhook_id, attempt, started_at, succeeded, status_code, error, latency_ms, response_body)
-           select * from unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::bool[], $6::int[], $7::text[], $8::int[], $9::text[])`,
-          [
-            rows.map((x) => x.d.id),
-            rows.map((x) => x.d.webhook_id),
-            rows.map((x) => x.attempts),
-            rows.map((x) => x.startedAt),
-            rows.map((x) => x.r.ok),
-            rows.map((x) => x.r.statusCode ?? null),
-            rows.map((x) => x.r.error ?? null),
-            rows.map((x) => x.r.latencyMs),
-            rows.map((x) => x.r.responseBody ?? null),
-          ],
-        );
-        // Only a delivery still waiting is updated: one deleted (given up) meanwhile stays given up.
-        await sql(
-          tx,
-          `update webhook_deliveries d
-              set status = u.status, attempts = u.attempts, last_status_code = u.code, last_error = u.error,
-                  last_response_body = u.body, last_latency_ms = u.latency, next_attempt_at = u.next,
-                  locked_until = null, first_attempt_at = coalesce(d.first_attempt_at, u.started),
-                  delivered_at = case when u.status = 'DELIVERED' then $10::timestamptz end,
-                  given_up_at = case when u.status = 'GIVEN_UP' then $10::timestamptz end
-             from unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[], $7::int[],
-                         $8::timestamptz[], $9::timestamptz[])
-                  as u (id, status, attempts, code, error, body, latency, next, started)
-            where d.id = u.id and d.status in ('PENDING', 'FAILED')`,
-          [
-            rows.map((x) => x.d.id),
-            rows.map((x) => x.status),
-            rows.map((x) => x.attempts),
-            rows.map((x) => x.r.statusCode ?? null),
-            rows.map((x) => x.r.error ?? null),
-            rows.map((x) => x.r.responseBody ?? null),
-            rows.map((x) => x.r.latencyMs),
-            rows.map((x) => x.next ?? null),
-            rows.map((x) => x.startedAt),
-            now,
-          ],
-        );
-      }
+      await repo.recordAttempts(tx, rows, now);
       // 410 Gone: the subscription is disabled and nothing more is sent to it.
       const gone = [...new Set(rows.filter((x) => x.gone).map((x) => x.d.webhook_id))];
-      if (gone.length > 0) {
-        await sql(
-          tx,
-          `update webhooks set status = 'DISABLED', disabled_reason = 'the endpoint answered 410 Gone', updated_at = $2
-            where id = any($1::text[]) and deleted_at is null`,
-          [gone, now],
-        );
-      }
-      const stopped = [...gone, ...abandoned.map((d) => d.webhook_id)];
-      if (stopped.length > 0) {
-        await sql(
-          tx,
-          `update webhook_deliveries
-              set status = 'GIVEN_UP', given_up_at = $2, next_attempt_at = null, locked_until = null
-            where webhook_id = any($1::text[]) and status in ('PENDING', 'FAILED')`,
-          [stopped, now],
-        );
-      }
+      await repo.disableWebhooks(tx, gone, "the endpoint answered 410 Gone", now);
+      await repo.giveUpDeliveries(tx, [...gone, ...abandoned.map((d) => d.webhook_id)], now);
       await outbox.enqueue(
         tx,
         rows
@@ -234,22 +145,12 @@ export function createDeliveryWorker(o: DeliveryWorkerOptions) {
      */
     async sweep(em: Em, limit = 1_000): Promise<number> {
       return em.transactional(async (tx) => {
-        const [lock] = await sql<{ ok: boolean }>(tx, "select pg_try_advisory_xact_lock(7104223321) as ok");
-        if (!lock?.ok) return 0;
-        const now = clock.now();
-        const due = await sql<{ id: string }>(
-          tx,
-          `select id from webhook_deliveries
-            where status in ('PENDING', 'FAILED')
-              and next_attempt_at <= $1::timestamptz - make_interval(secs => $2::double precision / 1000)
-              and (locked_until is null or locked_until < $1::timestamptz)
-            order by next_attempt_at
-            limit $3`,
-          [now, o.sweepGraceMs, limit],
-        );
+        // One sweeper at a time across all instances.
+        if (!(await repo.tryLockSweeper(tx))) return 0;
+        const due = await repo.overdueDeliveries(tx, clock.now(), o.sweepGraceMs, limit);
         await outbox.enqueue(
           tx,
-          due.map((d) => ({ id: d.id })),
+          due.map((id) => ({ id })),
         );
         if (due.length > 0) logger.info("re-queued overdue webhook deliveries", { count: due.length });
         return due.length;

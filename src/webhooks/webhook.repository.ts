@@ -20,6 +20,38 @@ export interface WebhookStats {
 
 const OPEN = ["PENDING", "FAILED"] as const;
 
+/** A delivery claimed for one attempt, with what sending it needs. */
+export interface ClaimedDelivery {
+  id: string;
+  event_id: string;
+  webhook_id: string;
+  attempts: number;
+  created_at: Date;
+  url: string;
+  webhook_status: string;
+  deleted_at: Date | null;
+  secret_enc: Buffer;
+  previous_secret_enc: Buffer | null;
+  previous_secret_expires_at: Date | null;
+  body: string;
+}
+
+/** One attempt to record, and the delivery's state after it. */
+export interface RecordedAttempt {
+  d: ClaimedDelivery;
+  r: {
+    ok: boolean;
+    statusCode?: number | undefined;
+    error?: string | undefined;
+    latencyMs: number;
+    responseBody?: string | undefined;
+  };
+  startedAt: Date;
+  attempts: number;
+  next: Date | undefined;
+  status: string;
+}
+
 /**
  * The webhooks feature's tables (webhooks, events, webhook_deliveries, webhook_attempts): the only code that
  * reads or writes them. Reads for a partner go through the tenancy filter the edge set on `em`; the raw
@@ -220,6 +252,107 @@ export const webhookRepository = {
       total += rows.length;
       if (rows.length < batch) return total;
     }
+  },
+
+  /**
+   * Claims the due deliveries among `ids` that no other worker holds, with a lease, for one attempt each
+   * (it earns raw SQL: one round trip for a whole batch, on the hot path of every delivery).
+   */
+  claimDeliveries(em: Em, ids: string[], now: Date, leaseMs: number): Promise<ClaimedDelivery[]> {
+    return sql<ClaimedDelivery>(
+      em,
+      `with claimed as (
+         update webhook_deliveries d
+            set locked_until = $2::timestamptz + make_interval(secs => $3::double precision / 1000)
+          where d.id = any($1::text[])
+            and d.status in ('PENDING', 'FAILED')
+            and d.next_attempt_at <= $2::timestamptz + interval '1 second'
+            and (d.locked_until is null or d.locked_until < $2::timestamptz)
+         returning d.id, d.event_id, d.webhook_id, d.attempts, d.created_at)
+       select c.*, w.url, w.status as webhook_status, w.deleted_at, w.secret_enc, w.previous_secret_enc,
+              w.previous_secret_expires_at, e.body
+         from claimed c join webhooks w on w.id = c.webhook_id join events e on e.id = c.event_id`,
+      [ids, now, leaseMs],
+      { prepare: true },
+    );
+  },
+
+  /** Writes every attempt and the deliveries' new states, two statements for the whole batch. */
+  async recordAttempts(tx: Em, rows: RecordedAttempt[], now: Date): Promise<void> {
+    if (rows.length === 0) return;
+    await sql(
+      tx,
+      `insert into webhook_attempts (delivery_id, webhook_id, attempt, started_at, succeeded, status_code, error, latency_ms, response_body)
+       select * from unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::bool[], $6::int[], $7::text[], $8::int[], $9::text[])`,
+      [
+        rows.map((x) => x.d.id),
+        rows.map((x) => x.d.webhook_id),
+        rows.map((x) => x.attempts),
+        rows.map((x) => x.startedAt),
+        rows.map((x) => x.r.ok),
+        rows.map((x) => x.r.statusCode ?? null),
+        rows.map((x) => x.r.error ?? null),
+        rows.map((x) => x.r.latencyMs),
+        rows.map((x) => x.r.responseBody ?? null),
+      ],
+    );
+    await sql(
+      tx,
+      `update webhook_deliveries d
+          set status = u.status, attempts = u.attempts, last_status_code = u.code, last_error = u.error,
+              last_response_body = u.body, last_latency_ms = u.latency, next_attempt_at = u.next,
+              locked_until = null, first_attempt_at = coalesce(d.first_attempt_at, u.started),
+              delivered_at = case when u.status = 'DELIVERED' then $10::timestamptz end,
+              given_up_at = case when u.status = 'GIVEN_UP' then $10::timestamptz end
+         from unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[], $7::int[],
+                     $8::timestamptz[], $9::timestamptz[])
+              as u (id, status, attempts, code, error, body, latency, next, started)
+        where d.id = u.id and d.status in ('PENDING', 'FAILED')`,
+      [
+        rows.map((x) => x.d.id),
+        rows.map((x) => x.status),
+        rows.map((x) => x.attempts),
+        rows.map((x) => x.r.statusCode ?? null),
+        rows.map((x) => x.r.error ?? null),
+        rows.map((x) => x.r.responseBody ?? null),
+        rows.map((x) => x.r.latencyMs),
+        rows.map((x) => x.next ?? null),
+        rows.map((x) => x.startedAt),
+        now,
+      ],
+    );
+  },
+
+  /** Disables subscriptions (their endpoint answered 410 Gone). */
+  async disableWebhooks(tx: Em, ids: string[], reason: string, now: Date): Promise<void> {
+    if (ids.length === 0) return;
+    await sql(
+      tx,
+      `update webhooks set status = 'DISABLED', disabled_reason = $3, updated_at = $2
+        where id = any($1::text[]) and deleted_at is null`,
+      [ids, now, reason],
+    );
+  },
+
+  /** The delivery sweeper's lock: false when another instance's sweeper holds it. */
+  async tryLockSweeper(tx: Em): Promise<boolean> {
+    const [lock] = await sql<{ ok: boolean }>(tx, "select pg_try_advisory_xact_lock(7104223321) as ok");
+    return lock?.ok === true;
+  },
+
+  /** Deliveries overdue by more than `graceMs` that no worker holds (their wake-up was lost). */
+  async overdueDeliveries(tx: Em, now: Date, graceMs: number, limit: number): Promise<string[]> {
+    const rows = await sql<{ id: string }>(
+      tx,
+      `select id from webhook_deliveries
+        where status in ('PENDING', 'FAILED')
+          and next_attempt_at <= $1::timestamptz - make_interval(secs => $2::double precision / 1000)
+          and (locked_until is null or locked_until < $1::timestamptz)
+        order by next_attempt_at
+        limit $3`,
+      [now, graceMs, limit],
+    );
+    return rows.map((r) => r.id);
   },
 
   /** Statuses a delivery waits in. */

@@ -1,0 +1,70 @@
+import type { Em } from "../platform/db/orm.ts";
+import { sql } from "../platform/db/sql.ts";
+
+/** An entry to store, its counterparty already reduced to a keyed hash. */
+export interface LedgerRow {
+  id: string;
+  userId: string;
+  amountKobo: bigint;
+  direction: "IN" | "OUT";
+  counterpartyHash: Buffer;
+  channel: string;
+  occurredAt: Date;
+}
+
+/** The ledger feature's tables (ledger_entries, ledger_daily, ledger_counterparties): the only code that writes them. */
+export const ledgerRepository = {
+  /**
+   * One statement per batch (it earns raw SQL: thousands of rows, three tables): inserts the new entries
+   * (idempotent by the platform's id) and folds exactly those into the daily roll-ups and the counterparty
+   * index, so a snapshot never scans raw entries and a re-sent batch changes nothing. Returns how many were new.
+   */
+  async ingest(em: Em, entries: LedgerRow[]): Promise<number> {
+    const [row] = await sql<{ inserted: number }>(em, STATEMENT, [
+      entries.map((e) => e.id),
+      entries.map((e) => e.userId),
+      entries.map((e) => e.amountKobo.toString()),
+      entries.map((e) => e.direction),
+      entries.map((e) => e.counterpartyHash),
+      entries.map((e) => e.channel),
+      entries.map((e) => e.occurredAt),
+    ]);
+    return row?.inserted ?? 0;
+  },
+};
+
+const STATEMENT = `with input as (
+           select * from unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bytea[], $6::text[], $7::timestamptz[])
+             as t (id, user_id, amount_kobo, direction, counterparty_hash, channel, occurred_at)
+         ),
+         ins as (
+           insert into ledger_entries (id, user_id, amount_kobo, direction, counterparty_hash, channel, occurred_at, day)
+           select id, user_id, amount_kobo, direction, counterparty_hash, channel, occurred_at, (occurred_at at time zone 'UTC')::date
+             from input
+           on conflict (id) do nothing
+           returning user_id, amount_kobo, direction, counterparty_hash, day
+         ),
+         daily as (
+           insert into ledger_daily as d (user_id, day, inflow_kobo, inflow_count, outflow_kobo, outflow_count)
+           select user_id, day,
+                  coalesce(sum(amount_kobo) filter (where direction = 'IN'), 0),
+                  count(*) filter (where direction = 'IN'),
+                  coalesce(sum(amount_kobo) filter (where direction = 'OUT'), 0),
+                  count(*) filter (where direction = 'OUT')
+             from ins group by user_id, day
+            -- The same order in every batch, so concurrent batches lock shared rows in the same order.
+            order by user_id, day
+           on conflict (user_id, day) do update
+             set inflow_kobo = d.inflow_kobo + excluded.inflow_kobo,
+                 inflow_count = d.inflow_count + excluded.inflow_count,
+                 outflow_kobo = d.outflow_kobo + excluded.outflow_kobo,
+                 outflow_count = d.outflow_count + excluded.outflow_count
+         ),
+         parties as (
+           insert into ledger_counterparties as c (user_id, direction, counterparty_hash, first_day, last_day)
+           select user_id, direction, counterparty_hash, min(day), max(day) from ins group by user_id, direction, counterparty_hash
+            order by user_id, direction, counterparty_hash
+           on conflict (user_id, direction, counterparty_hash) do update
+             set first_day = least(c.first_day, excluded.first_day), last_day = greatest(c.last_day, excluded.last_day)
+         )
+         select count(*)::int as inserted from ins`;
