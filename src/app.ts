@@ -9,14 +9,13 @@ import { loadDataKeys } from "./platform/crypto/data-keys.ts";
 import { createSecretBox } from "./platform/crypto/secret-box.ts";
 import { startChangeFeed } from "./platform/db/change-feed.ts";
 import { createOrm, migrate, type Orm } from "./platform/db/orm.ts";
-import { sql } from "./platform/db/sql.ts";
 import { type QueueName, type Queues, runJobNow, startBoss } from "./platform/jobs/boss.ts";
 import { createJobs } from "./platform/jobs/jobs.ts";
 import type { Logger } from "./platform/logger.ts";
 import { registerSandboxJobs } from "./sandbox/sandbox.jobs.ts";
 import { createServices, type Services } from "./services.ts";
 import { registerSigningKeyJobs } from "./signing/signing-key.jobs.ts";
-import { signingKeyAad } from "./signing/signing-key.service.ts";
+import { sealedSigningKeySample } from "./signing/signing-key.service.ts";
 import type { Resolver } from "./webhooks/destination.ts";
 import { startWebhookJobs } from "./webhooks/webhook.jobs.ts";
 
@@ -70,13 +69,9 @@ export async function createApp(options: AppOptions): Promise<App> {
   const box = createSecretBox(options.masterKey, options.acceptedMasterKeys);
   // Also the check that MASTER_KEY is this database's, before anything is sealed with it.
   const startup = orm.em.fork();
-  const dataKeys = await loadDataKeys(startup, box, options.masterKey, clock.now(), async () => {
-    const [row] = await sql<{ kid: string; private_key_enc: Buffer }>(
-      startup,
-      "select kid, private_key_enc from signing_keys limit 1",
-    );
-    return row && { sealed: row.private_key_enc, aad: signingKeyAad(row.kid) };
-  }).catch(async (err: unknown) => {
+  const dataKeys = await loadDataKeys(startup, box, options.masterKey, clock.now(), () =>
+    sealedSigningKeySample(startup),
+  ).catch(async (err: unknown) => {
     await orm.close();
     throw err;
   });

@@ -1,4 +1,5 @@
 import { LockMode, UniqueConstraintViolationException } from "@mikro-orm/core";
+import type { PartnerService } from "../partners/partner.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import { randomBase62, sha256, sha256Hex } from "../platform/crypto/tokens.ts";
@@ -32,6 +33,8 @@ const MAX_ROLL_HOURS = 168;
 /** Options for {@link createApiKeyService}. */
 export interface ApiKeyServiceOptions {
   clock: Clock;
+  /** Keys are issued to partners that exist. */
+  partners: PartnerService;
   changes: ChangeFeed;
 }
 
@@ -47,7 +50,7 @@ interface Cached {
 export type ApiKeyService = ReturnType<typeof createApiKeyService>;
 
 /** Creates the API key service. */
-export function createApiKeyService({ clock, changes }: ApiKeyServiceOptions) {
+export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceOptions) {
   const byHash = new Map<string, Cached>();
   changes.subscribe("api_key", (id) => {
     if (id === "*") return byHash.clear();
@@ -83,12 +86,6 @@ export function createApiKeyService({ clock, changes }: ApiKeyServiceOptions) {
     return row;
   };
 
-  const partnerExists = async (em: Em, partnerId: string) => {
-    if (!isId("ptn", partnerId)) return false;
-    const rows = await em.getConnection().execute("select 1 from partners where id = ?", [partnerId]);
-    return rows.length > 0;
-  };
-
   return {
     /** Issues the first key of a partner in an environment. The secret is returned here only. */
     async issue(
@@ -96,7 +93,7 @@ export function createApiKeyService({ clock, changes }: ApiKeyServiceOptions) {
       partnerId: string,
       environment: Environment,
     ): Promise<{ row: ApiKeyRow; key: string }> {
-      if (!(await partnerExists(em, partnerId))) throw new ApiError("not_found", `No partner ${partnerId}.`);
+      await partners.get(em, partnerId);
       const minted = mint(partnerId, environment, clock.now());
       try {
         await em.transactional(async (tx) => {
@@ -161,7 +158,7 @@ export function createApiKeyService({ clock, changes }: ApiKeyServiceOptions) {
 
     /** A partner's keys, newest first. */
     async list(em: Em, partnerId: string): Promise<ApiKeyRow[]> {
-      if (!(await partnerExists(em, partnerId))) throw new ApiError("not_found", `No partner ${partnerId}.`);
+      await partners.get(em, partnerId);
       return em.find(ApiKeyEntity, { partnerId }, { orderBy: { createdAt: "desc", id: "desc" } });
     },
 

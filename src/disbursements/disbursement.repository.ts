@@ -3,6 +3,7 @@ import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import { type Environment, everyTenant } from "../platform/tenancy.ts";
 import { type Disbursement, DisbursementEntity } from "./disbursement.entity.ts";
+import type { PastLoan } from "./disbursement.service.ts";
 import { type Installment, InstallmentEntity } from "./installment.entity.ts";
 
 /** A debit claimed for one attempt, with what the provider needs to be asked. */
@@ -235,6 +236,40 @@ export const disbursementRepository = {
     // The tenancy filter decides: another partner's disbursement is simply not found.
     const disbursement = await tx.findOne(DisbursementEntity, { id: installment.disbursementId });
     return disbursement ? { installment, disbursement } : undefined;
+  },
+
+  /** Writes a past loan (sandbox fixtures) as it ended; nothing when its id exists already. */
+  async insertPastLoan(tx: Em, loan: PastLoan): Promise<void> {
+    const [inserted] = await sql<{ id: string }>(
+      tx,
+      `insert into disbursements (id, partner_id, environment, user_id, status, principal_kobo, fee_kobo, fee_rate_bps,
+                                  destination, reference, schedule_accepted_at, provider, created_at, processing_at, delivered_at)
+       values ($1, $2, 'sandbox', $3, 'DELIVERED', $4, 0, 0, 'WALLET', $1, $5, 'sandbox', $5, $5, $5)
+       on conflict (id) do nothing returning id`,
+      [loan.id, loan.partnerId, loan.userId, loan.principalKobo.toString(), loan.deliveredAt],
+    );
+    if (!inserted) return;
+    const i = loan.installments;
+    await sql(
+      tx,
+      `insert into installments (id, disbursement_id, seq, due_date, amount_kobo, status, attempts, last_failure,
+                                 collected_at, failed_at)
+       select t.id, $1, t.seq, t.due::date, t.amount, case when t.collected is null then 'FAILED' else 'COLLECTED' end,
+              t.attempts, t.failure, t.collected, t.failed
+         from unnest($2::text[], $3::int[], $4::text[], $5::bigint[], $6::int[], $7::text[], $8::timestamptz[],
+                     $9::timestamptz[]) as t (id, seq, due, amount, attempts, failure, collected, failed)`,
+      [
+        loan.id,
+        i.map((x) => x.id),
+        i.map((_, n) => n + 1),
+        i.map((x) => x.dueDate),
+        i.map((x) => x.amountKobo.toString()),
+        i.map((x) => x.attempts),
+        i.map((x) => x.lastFailure),
+        i.map((x) => x.collectedAt),
+        i.map((x) => x.failedAt),
+      ],
+    );
   },
 
   /** The sandbox simulator's recorded answer for a transfer, recorded first as `first` if it has none. */

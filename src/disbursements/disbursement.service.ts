@@ -29,6 +29,24 @@ export const DEBIT_HOUR_UTC = 7;
 
 export type { Disbursement, Installment };
 
+/** A loan that ended before the service knew the user (sandbox fixtures). */
+export interface PastLoan {
+  id: string;
+  partnerId: string;
+  userId: string;
+  principalKobo: bigint;
+  deliveredAt: Date;
+  installments: {
+    id: string;
+    dueDate: string;
+    amountKobo: bigint;
+    collectedAt: Date | null;
+    attempts: number;
+    lastFailure: string | null;
+    failedAt: Date | null;
+  }[];
+}
+
 /** What CreateDisbursement takes. */
 export interface DisbursementInput {
   userId: string;
@@ -310,6 +328,14 @@ export function createDisbursementService(o: {
         }
       }
       return stuck.length;
+    },
+
+    /**
+     * Records a loan repaid (or defaulted) long ago, as it ended, with no event, no job and no booking: the
+     * sandbox fixtures' repayment history. Nothing happens when it is there already.
+     */
+    async recordPastLoan(tx: Em, loan: PastLoan): Promise<void> {
+      await repo.insertPastLoan(tx, loan);
     },
 
     /**

@@ -55,6 +55,11 @@ export function createPartnerService({ clock }: PartnerServiceOptions) {
       return partner;
     },
 
+    /** Creates a partner with a fixed id unless it exists (the sandbox's fixture lender, a record, never a caller). */
+    async ensure(em: Em, partner: Partner): Promise<void> {
+      await em.upsert(PartnerEntity, partner, { onConflictAction: "ignore" });
+    },
+
     /** The names of partners, by id (the dashboard lists whom a user consented to). */
     async names(em: Em, partnerIds: string[]): Promise<Map<string, string>> {
       const ids = [...new Set(partnerIds)];

@@ -1,10 +1,12 @@
+import type { DisbursementService } from "../disbursements/disbursement.service.ts";
 import type { LedgerEntryInput, LedgerService } from "../ledger/ledger.service.ts";
+import type { PartnerService } from "../partners/partner.service.ts";
 import { ms } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { sql } from "../platform/db/sql.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { StandingService } from "../standing/standing.service.ts";
 import type { UserService } from "../users/user.service.ts";
+import { sandboxRepository } from "./sandbox.repository.ts";
 
 /** Bump when the fixtures change: every deployment then re-seeds their standing, KYC and loans once. */
 export const FIXTURE_VERSION = 1;
@@ -231,6 +233,8 @@ export type SandboxFixtures = ReturnType<typeof createSandboxFixtures>;
 export function createSandboxFixtures(o: {
   now: () => Date;
   users: UserService;
+  partners: PartnerService;
+  disbursements: DisbursementService;
   ledger: LedgerService;
   standing: StandingService;
   logger: Logger;
@@ -239,19 +243,14 @@ export function createSandboxFixtures(o: {
     async ensure(em: Em): Promise<{ seeded: boolean; days: number }> {
       const now = o.now();
       const yesterday = utcDay(new Date(now.getTime() - ms.day));
-      const [state] = await sql<{ version: number; seeded_through: string }>(
-        em,
-        "select version, to_char(seeded_through, 'YYYY-MM-DD') as seeded_through from sandbox_fixtures where name = 'users'",
-        [],
-      );
-      if (state && state.version === FIXTURE_VERSION && state.seeded_through >= yesterday)
+      const state = await sandboxRepository.state(em, "users");
+      if (state && state.version === FIXTURE_VERSION && state.seededThrough >= yesterday)
         return { seeded: false, days: 0 };
       const fresh = !state || state.version !== FIXTURE_VERSION;
       if (fresh) await seedPeople(em, now);
       // The ledger from the day after the last seeded one (a year back at most) through yesterday.
       const yearAgo = utcDay(new Date(now.getTime() - 365 * ms.day));
-      const from =
-        !fresh && state && state.seeded_through >= yearAgo ? nextDay(state.seeded_through) : yearAgo;
+      const from = !fresh && state && state.seededThrough >= yearAgo ? nextDay(state.seededThrough) : yearAgo;
       let days = 0;
       let batch: LedgerEntryInput[] = [];
       for (let day = from; day <= yesterday; day = nextDay(day)) {
@@ -263,14 +262,7 @@ export function createSandboxFixtures(o: {
         }
       }
       if (batch.length) await o.ledger.ingest(em, batch);
-      await sql(
-        em,
-        `insert into sandbox_fixtures (name, version, seeded_through) values ('users', $1, $2)
-         on conflict (name) do update set version = excluded.version,
-           seeded_through = greatest(excluded.seeded_through, case when sandbox_fixtures.version = excluded.version
-                                     then sandbox_fixtures.seeded_through end)`,
-        [FIXTURE_VERSION, yesterday],
-      );
+      await sandboxRepository.markSeeded(em, "users", FIXTURE_VERSION, yesterday);
       if (fresh) o.logger.info("seeded sandbox fixture users", { users: fixtureUsers.length, days });
       return { seeded: fresh, days };
     },
@@ -291,12 +283,9 @@ export function createSandboxFixtures(o: {
         o.logger.warn("sandbox fixture user not created", { userId: u.id, err });
       }
     }
-    const present = new Set(
-      (
-        await sql<{ id: string }>(em, "select id from users where id = any($1::text[])", [
-          fixtureUsers.map((u) => u.id),
-        ])
-      ).map((r) => r.id),
+    const present = await o.users.existing(
+      em,
+      fixtureUsers.map((u) => u.id),
     );
     const users = fixtureUsers.filter((u) => present.has(u.id));
     await o.standing.upsertStanding(
@@ -340,12 +329,12 @@ export function createSandboxFixtures(o: {
   /** Past loans from the fixture lender, repaid, late or defaulted, so repayment history has something to show. */
   async function seedLoans(em: Em, users: FixtureUser[], now: Date): Promise<void> {
     await em.transactional(async (tx) => {
-      await sql(
-        tx,
-        `insert into partners (id, name, fee_rate_bps, created_at) values ($1, 'Sandbox fixture lender', 0, $2)
-         on conflict (id) do nothing`,
-        [FIXTURE_LENDER_ID, now],
-      );
+      await o.partners.ensure(tx, {
+        id: FIXTURE_LENDER_ID,
+        name: "Sandbox fixture lender",
+        feeRateBps: 0,
+        createdAt: now,
+      });
       for (const u of users) {
         for (const [n, loan] of u.loans.entries()) {
           const first = loan.installments[0]?.[0] ?? 30;
@@ -357,41 +346,29 @@ export function createSandboxFixtures(o: {
             .replace(/[ILOU]/g, "X")}${n}`
             .padEnd(26, "0")
             .slice(0, 26);
-          const id = `dsb_${suffix}`;
-          const [inserted] = await sql<{ id: string }>(
-            tx,
-            `insert into disbursements (id, partner_id, environment, user_id, status, principal_kobo, fee_kobo, fee_rate_bps,
-                                        destination, reference, schedule_accepted_at, provider, created_at, processing_at, delivered_at)
-             values ($1, $2, 'sandbox', $3, 'DELIVERED', $4, 0, 0, 'WALLET', $1, $5, 'sandbox', $5, $5, $5)
-             on conflict (id) do nothing returning id`,
-            [id, FIXTURE_LENDER_ID, u.id, loan.principalKobo.toString(), deliveredAt],
-          );
-          if (!inserted) continue;
           const each = loan.principalKobo / BigInt(loan.installments.length);
-          for (const [seq, [daysAgo, late]] of loan.installments.entries()) {
-            const due = new Date(now.getTime() - daysAgo * ms.day);
-            const collected =
-              late === "default" ? null : new Date(due.getTime() + late * ms.day + 7 * ms.hour);
-            await sql(
-              tx,
-              `insert into installments (id, disbursement_id, seq, due_date, amount_kobo, status, attempts, last_failure,
-                                         collected_at, failed_at)
-               values ($1, $2, $3, $4::date, $5, $6, $7, $8, $9, $10)`,
-              [
-                `rpy_${suffix}_${seq + 1}`,
-                id,
-                seq + 1,
-                utcDay(due),
-                each.toString(),
-                collected ? "COLLECTED" : "FAILED",
+          await o.disbursements.recordPastLoan(tx, {
+            id: `dsb_${suffix}`,
+            partnerId: FIXTURE_LENDER_ID,
+            userId: u.id,
+            principalKobo: loan.principalKobo,
+            deliveredAt,
+            installments: loan.installments.map(([daysAgo, late], seq) => {
+              const due = new Date(now.getTime() - daysAgo * ms.day);
+              const collected =
+                late === "default" ? null : new Date(due.getTime() + late * ms.day + 7 * ms.hour);
+              return {
+                id: `rpy_${suffix}_${seq + 1}`,
+                dueDate: utcDay(due),
+                amountKobo: each,
+                collectedAt: collected,
                 // The first debit and a daily retry for each day late; a default used all four.
-                collected ? 1 + Number(late) : 4,
-                collected && late === 0 ? null : "insufficient_funds",
-                collected,
-                collected ? null : new Date(due.getTime() + 3 * ms.day),
-              ],
-            );
-          }
+                attempts: collected ? 1 + Number(late) : 4,
+                lastFailure: collected && late === 0 ? null : "insufficient_funds",
+                failedAt: collected ? null : new Date(due.getTime() + 3 * ms.day),
+              };
+            }),
+          });
         }
       }
     });

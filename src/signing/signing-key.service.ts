@@ -55,6 +55,12 @@ const CACHE_MS = 60_000;
 /** Advisory lock ids, one per environment, that serialise key creation across instances. */
 const lockId: Record<Environment, number> = { sandbox: 7_104_223_311, production: 7_104_223_312 };
 
+/** One stored signing key's sealed private half, if any: the start-up check that MASTER_KEY opens this database. */
+export async function sealedSigningKeySample(em: Em): Promise<{ sealed: Buffer; aad: string } | undefined> {
+  const [row] = await em.find(SigningKeyEntity, {}, { limit: 1, fields: ["kid", "privateKeyEnc"] });
+  return row && { sealed: row.privateKeyEnc, aad: signingKeyAad(row.kid) };
+}
+
 /**
  * Keeps each environment's Ed25519 keys on the quarterly schedule and publishes them (CONTRACT.md §3).
  * Private halves are sealed with the master key, bound to their kid, and opened only to sign.

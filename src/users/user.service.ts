@@ -78,6 +78,11 @@ export function createUserService(o: { clock: Clock; box: SecretBox; phoneKey: B
       return repo.byPhone(em, environment, phoneHashValue);
     },
 
+    /** Those of these users that exist. */
+    existing(em: Em, userIds: string[]): Promise<Set<string>> {
+      return repo.existing(em, userIds);
+    },
+
     /** Fails with `validation_failed`, naming a few, unless every one of these users exists (the platform upserts first). */
     async assertExist(em: Em, userIds: string[]): Promise<void> {
       const found = await repo.existing(em, userIds);
