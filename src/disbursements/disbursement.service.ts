@@ -20,7 +20,7 @@ import { feeKobo } from "./fee.ts";
 import type { Installment } from "./installment.entity.ts";
 import type { PaymentProvider, TransferOutcome } from "./provider.ts";
 
-/** The queue of payout jobs; one job per disbursement (its id is the singleton key). */
+/** The queue of payout jobs, one per disbursement (the claim on its row lets one attempt act at a time). */
 export const PAYOUT_QUEUE = "disbursements.payout";
 /** The queue of debit jobs, one per installment, due on its date. */
 export const COLLECT_QUEUE = "repayments.collect";

@@ -2,7 +2,7 @@ import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 
 /** An entry to store, its counterparty already reduced to a keyed hash. */
-export interface LedgerRow {
+export interface LedgerEntryToStore {
   id: string;
   userId: string;
   amountKobo: bigint;
@@ -19,7 +19,7 @@ export const ledgerRepository = {
    * (idempotent by the platform's id) and folds exactly those into the daily roll-ups and the counterparty
    * index, so a snapshot never scans raw entries and a re-sent batch changes nothing. Returns how many were new.
    */
-  async ingest(em: Em, entries: LedgerRow[]): Promise<number> {
+  async ingest(em: Em, entries: LedgerEntryToStore[]): Promise<number> {
     const [row] = await sql<{ inserted: number }>(em, STATEMENT, [
       entries.map((e) => e.id),
       entries.map((e) => e.userId),

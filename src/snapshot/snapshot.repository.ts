@@ -8,7 +8,7 @@ import type { Tier } from "../standing/standing.service.ts";
 export const CASHFLOW_DAYS = 90;
 
 /** What the one-query read returns. */
-export interface Row {
+export interface SnapshotData {
   consent: {
     id: string;
     status: "ACTIVE" | "REVOKED" | "EXPIRED";
@@ -114,8 +114,8 @@ export async function readSnapshotRow(
   userId: string,
   requestedDays: number | undefined,
   today: string,
-): Promise<Row | undefined> {
-  const [row] = await sql<Row>(
+): Promise<SnapshotData | undefined> {
+  const [row] = await sql<SnapshotData>(
     em,
     QUERY,
     [tenant.partnerId, tenant.environment, userId, requestedDays ?? null, today],
