@@ -211,7 +211,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     dbTimeouts: {
       acquireMs: int(env, "DB_ACQUIRE_TIMEOUT_MS", 3_000, 50, 60_000),
       statementMs: int(env, "DB_STATEMENT_TIMEOUT_MS", 30_000, 100, 3_600_000),
-      idleInTransactionMs: int(env, "DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", 10_000, 100, 3_600_000),
+      idleInTransactionMs: int(env, "DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", 10_000, 1_000, 3_600_000),
     },
     payoutResumeAfterMs: resumeAfterMs,
     paymentProvider:

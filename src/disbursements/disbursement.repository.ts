@@ -39,6 +39,11 @@ export const disbursementRepository = {
     return em.findOne(DisbursementEntity, { id, environment }, everyTenant);
   },
 
+  /** A disbursement of `em`'s tenant, locked until the transaction ends. */
+  findLocked(tx: Em, id: string): Promise<Disbursement | null> {
+    return tx.findOne(DisbursementEntity, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+  },
+
   /** A disbursement, locked, whoever's it is (settling what the provider said). */
   lock(tx: Em, id: string): Promise<Disbursement | null> {
     return tx.findOne(DisbursementEntity, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE, ...everyTenant });

@@ -123,6 +123,14 @@ export function createDisbursementService(o: {
     return provider;
   };
 
+  /** A sandbox disbursement of the caller's, locked until the transaction ends. */
+  const lockedInSandbox = async (tx: Em, id: string): Promise<Disbursement> => {
+    const row = isId("dsb", id) ? await repo.findLocked(tx, id) : null;
+    if (!row) throw new ApiError("not_found", `No disbursement ${id}.`);
+    if (row.environment !== "sandbox") throw new ApiError("sandbox_only");
+    return row;
+  };
+
   const book = (tx: Em, d: Disbursement, entries: [BookKind, bigint][]) =>
     o.books.record(tx, d, clock.now(), { disbursementId: d.id }, entries);
 
@@ -344,31 +352,35 @@ export function createDisbursementService(o: {
      * as a provider webhook would settle it.
      */
     async failInSandbox(em: Em, id: string): Promise<void> {
-      const { row } = await this.get(em, id);
-      if (row.environment !== "sandbox") throw new ApiError("sandbox_only");
-      if (row.status !== "PENDING" && row.status !== "PROCESSING")
-        throw new ApiError(
-          "conflict",
-          `Only a PENDING or PROCESSING disbursement can be failed; this one is ${row.status}.`,
-        );
-      const failed = { status: "FAILED" as const, reason: "destination_unavailable" };
-      await repo.setSimulatedTransfer(em, row.id, row.principalKobo, { ...failed, onlyFrom: "PENDING" });
-      if (row.status === "PENDING") await this.payout(em, row.id);
-      else await this.settlePayout(em, row.id, failed);
+      // The row stays locked from the check to the settlement: of concurrent calls, one fails it, the others
+      // then find it FAILED.
+      await em.transactional(async (tx) => {
+        const row = await lockedInSandbox(tx, id);
+        if (row.status !== "PENDING" && row.status !== "PROCESSING")
+          throw new ApiError(
+            "conflict",
+            `Only a PENDING or PROCESSING disbursement can be failed; this one is ${row.status}.`,
+          );
+        const failed = { status: "FAILED" as const, reason: "destination_unavailable" };
+        await repo.setSimulatedTransfer(tx, row.id, row.principalKobo, { ...failed, onlyFrom: "PENDING" });
+        if (row.status === "PENDING") await this.payout(tx, row.id);
+        else await this.settlePayout(tx, row.id, failed);
+      });
     },
 
     /** The sandbox provider reverses a DELIVERED payout (a sandbox helper), settled as its webhook would be. */
     async reverseInSandbox(em: Em, id: string): Promise<void> {
-      const { row } = await this.get(em, id);
-      if (row.environment !== "sandbox") throw new ApiError("sandbox_only");
-      if (row.status !== "DELIVERED")
-        throw new ApiError(
-          "conflict",
-          `Only a DELIVERED disbursement can be reversed; this one is ${row.status}.`,
-        );
-      const reversed = { status: "REVERSED" as const, reason: "transfer_reversed" };
-      await repo.setSimulatedTransfer(em, row.id, row.principalKobo, reversed);
-      await this.settlePayout(em, row.id, reversed);
+      await em.transactional(async (tx) => {
+        const row = await lockedInSandbox(tx, id);
+        if (row.status !== "DELIVERED")
+          throw new ApiError(
+            "conflict",
+            `Only a DELIVERED disbursement can be reversed; this one is ${row.status}.`,
+          );
+        const reversed = { status: "REVERSED" as const, reason: "transfer_reversed" };
+        await repo.setSimulatedTransfer(tx, row.id, row.principalKobo, reversed);
+        await this.settlePayout(tx, row.id, reversed);
+      });
     },
   };
 }

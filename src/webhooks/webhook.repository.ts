@@ -72,6 +72,14 @@ export const webhookRepository = {
     return em.find(WebhookEntity, { deletedAt: null }, { orderBy: { createdAt: "asc", id: "asc" } });
   },
 
+  /** Serialises subscription creates of `em`'s tenant until the transaction ends (so the cap holds). */
+  async lockTenantWebhooks(tx: Em): Promise<void> {
+    const t = tenantOf(tx);
+    await sql(tx, "select pg_advisory_xact_lock(hashtextextended($1, 0))", [
+      `webhooks:${t.partnerId}:${t.environment}`,
+    ]);
+  },
+
   countWebhooks(em: Em): Promise<number> {
     return em.count(WebhookEntity, { deletedAt: null });
   },

@@ -114,6 +114,8 @@ export function createWebhookService({ clock, box, outbox, destinations }: Webho
       const url = await checkUrl(input.url);
       const description = checkDescription(input.description);
       return inTransaction(em, async (tx) => {
+        // Creates of one partner and environment take turns, so concurrent ones cannot pass the cap together.
+        await repo.lockTenantWebhooks(tx);
         if ((await repo.countWebhooks(tx)) >= MAX_WEBHOOKS) {
           throw new ApiError(
             "conflict",

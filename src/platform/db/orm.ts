@@ -59,13 +59,14 @@ export async function createOrm(options: OrmOptions): Promise<Orm> {
         idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
       }),
       onPoolCreated: (pool: pg.Pool) => {
-        // PostgreSQL ends a session whose transaction sat idle too long (a unit of work stuck on something
-        // other than the database): say so loudly, the pool replaces the connection by itself.
         pool.on("connect", (client) => {
+          // PostgreSQL ends a session whose transaction sat idle too long (a unit of work stuck on something
+          // other than the database): say so loudly, the pool replaces the connection by itself.
           client.on("error", (err: Error & { code?: string }) => {
             if (err.code === "25P03") logger.error("killed a transaction left idle too long", { err });
             else logger.warn("database connection lost", { err: err.message, code: err.code });
           });
+          if (timeouts) watchQueries(client, timeouts.statementMs + QUERY_GRACE_MS, logger);
         });
       },
     },
@@ -74,6 +75,33 @@ export async function createOrm(options: OrmOptions): Promise<Orm> {
     debug: false,
     logger: (message) => logger.debug("orm", { message }),
   });
+}
+
+/** How long past the server's statement time-out a query may go unanswered before its connection is dropped. */
+const QUERY_GRACE_MS = 2_000;
+
+/**
+ * Drops a connection whose query goes unanswered past `limitMs`. PostgreSQL cancels a statement at its own
+ * time-out, so silence past it means the network or the server is gone (a half-open connection stays silent
+ * for as long as TCP lets it): the query fails, the pool discards the connection when it comes back and
+ * opens a new one, and no request or job waits on it for ever. `pg`'s own `query_timeout` rejects the query
+ * but keeps the dead connection in the pool, so this one is hand-written; it costs a timer per query.
+ */
+function watchQueries(client: pg.PoolClient, limitMs: number, logger: Logger): void {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  (client as { query: unknown }).query = (...args: unknown[]) => {
+    const first = args[0] as { submit?: unknown } | string | undefined;
+    const result = query(...args);
+    // Cursors and callback-style calls are left as they are: the service runs queries as promises.
+    if (typeof first === "object" && typeof first?.submit === "function") return result;
+    if (!(result instanceof Promise)) return result;
+    const timer = setTimeout(() => {
+      logger.error("dropped a database connection that stopped answering", { afterMs: limitMs });
+      (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+    }, limitMs);
+    timer.unref();
+    return result.finally(() => clearTimeout(timer));
+  };
 }
 
 /** Arbitrary but fixed: the advisory lock every instance takes before migrating. */

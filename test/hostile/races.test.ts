@@ -1,0 +1,106 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createPartner, type PartnerFixture } from "../factories/partners.ts";
+import { createUser } from "../factories/users.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { rest } from "../support/clients.ts";
+import { eventually } from "../support/wait.ts";
+
+// A partner acting in bad faith fires the same state change many times at once, each with its own
+// Idempotency-Key: exactly one may succeed, and the limits hold.
+let t: TestApp;
+let p: PartnerFixture;
+beforeAll(async () => {
+  t = await startTestApp({
+    config: {
+      rateLimits: {
+        read: { capacity: 10_000, refillPerSecond: 10_000 },
+        write: { capacity: 10_000, refillPerSecond: 10_000 },
+      },
+    },
+  });
+  p = await createPartner(t);
+});
+afterAll(() => t?.stop());
+
+const post = (path: string, idem: string, body?: unknown) =>
+  rest(t.partnerUrl, "POST", path, {
+    key: p.sandboxKey,
+    headers: { "idempotency-key": idem },
+    ...(body === undefined ? {} : { body }),
+  });
+const get = (path: string) => rest(t.partnerUrl, "GET", path, { key: p.sandboxKey });
+const tally = (statuses: number[]) =>
+  statuses.reduce<Record<number, number>>((n, s) => ({ ...n, [s]: (n[s] ?? 0) + 1 }), {});
+
+async function disbursement(reference: string, status: string) {
+  const u = await createUser(t, { environment: "sandbox" });
+  await t.internal.consents.grantConsent({
+    userId: u.userId,
+    partnerId: p.partnerId,
+    scopes: ["standing"],
+    ledgerWindowDays: 30,
+  });
+  const res = await post("/partner/v1/disbursements", reference, {
+    userId: u.userId,
+    principalKobo: "1000000",
+    destination: "WALLET",
+    reference,
+    repaymentSchedule: {
+      installments: [
+        { dueDate: new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10), amountKobo: "1100000" },
+      ],
+    },
+    scheduleAcceptedAt: new Date().toISOString(),
+  });
+  expect(res.status).toBe(200);
+  await eventually(
+    async () => (await get(`/partner/v1/disbursements/${res.body.id}`)).body.status === status,
+  );
+  return res.body.id as string;
+}
+
+describe("the same sandbox helper, 40 times at once with 40 keys", () => {
+  it("reverses a payout once: one 200, the rest 409, booked back once", async () => {
+    const id = await disbursement("race-reverse", "DELIVERED");
+    const answers = await Promise.all(
+      [...Array(40)].map((_, i) => post(`/partner/v1/sandbox/disbursements/${id}/reverse`, `rev-${i}`)),
+    );
+    expect(tally(answers.map((a) => a.status))).toEqual({ 200: 1, 409: 39 });
+    const books = (await get("/partner/v1/books")).body.entries.filter(
+      (e: { disbursementId: string }) => e.disbursementId === id,
+    );
+    expect(books.map((e: { kind: string }) => e.kind).sort()).toEqual([
+      "FEE",
+      "FEE_REVERSED",
+      "PRINCIPAL_OUT",
+      "PRINCIPAL_REVERSED",
+    ]);
+  });
+
+  it("fails a held payout once: one 200, the rest 409", async () => {
+    const id = await disbursement("race-fail_pending", "PROCESSING");
+    const answers = await Promise.all(
+      [...Array(40)].map((_, i) => post(`/partner/v1/sandbox/disbursements/${id}/fail`, `fail-${i}`)),
+    );
+    expect(tally(answers.map((a) => a.status))).toEqual({ 200: 1, 409: 39 });
+    expect((await get(`/partner/v1/disbursements/${id}`)).body.status).toBe("FAILED");
+  });
+});
+
+describe("the subscription cap", () => {
+  it("holds under 80 concurrent creates: 50 subscriptions, the rest 409", async () => {
+    const other = await createPartner(t);
+    const answers = await Promise.all(
+      [...Array(80)].map((_, i) =>
+        rest(t.partnerUrl, "POST", "/partner/v1/webhooks", {
+          key: other.sandboxKey,
+          headers: { "idempotency-key": `cap-${i}` },
+          body: { url: `http://127.0.0.1:9/h${i}`, events: ["*"] },
+        }),
+      ),
+    );
+    expect(tally(answers.map((a) => a.status))).toEqual({ 200: 50, 409: 30 });
+    const list = await rest(t.partnerUrl, "GET", "/partner/v1/webhooks", { key: other.sandboxKey });
+    expect(list.body).toHaveLength(50);
+  });
+});
