@@ -1,15 +1,15 @@
-import { LockMode, UniqueConstraintViolationException } from "@mikro-orm/core";
+import { UniqueConstraintViolationException } from "@mikro-orm/core";
 import type { PartnerService } from "../partners/partner.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import { randomBase62, sha256, sha256Hex } from "../platform/crypto/tokens.ts";
 import type { ChangeFeed } from "../platform/db/change-feed.ts";
-import { notifySql } from "../platform/db/change-feed.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
 import type { Caller, Environment } from "../platform/tenancy.ts";
-import { ApiKeyEntity, type ApiKeyRow } from "./api-key.entity.ts";
+import type { ApiKeyRow } from "./api-key.entity.ts";
+import { apiKeyRepository as repo } from "./api-key.repository.ts";
 
 /** A key's lifecycle state at a given time. */
 export type ApiKeyStatus = "ACTIVE" | "EXPIRING" | "EXPIRED" | "REVOKED";
@@ -73,15 +73,8 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
     return { key, row };
   };
 
-  const announce = async (em: Em, id: string) => {
-    const { sql, params } = notifySql("api_key", id);
-    await em.getConnection().execute(sql, params, "all", em.getTransactionContext());
-  };
-
   const loadOrThrow = async (em: Em, keyId: string, lock: boolean): Promise<ApiKeyRow> => {
-    const row = isId("key", keyId)
-      ? await em.findOne(ApiKeyEntity, { id: keyId }, lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {})
-      : null;
+    const row = isId("key", keyId) ? await repo.find(em, keyId, lock) : null;
     if (!row) throw new ApiError("not_found", `No API key ${keyId}.`);
     return row;
   };
@@ -97,9 +90,8 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
       const minted = mint(partnerId, environment, clock.now());
       try {
         await em.transactional(async (tx) => {
-          tx.persist(tx.create(ApiKeyEntity, minted.row));
-          await tx.flush();
-          await announce(tx, minted.row.id);
+          await repo.insert(tx, minted.row);
+          await repo.announce(tx, minted.row.id);
         });
       } catch (err) {
         if (err instanceof UniqueConstraintViolationException) throw new ApiError("api_key_exists");
@@ -131,12 +123,11 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
         const minted = mint(old.partnerId, old.environment, now);
         old.expiresAt = new Date(now.getTime() + expiresInHours * ms.hour);
         // The old key must leave the "one active key" index before the new one enters it.
-        await em.flush();
-        em.persist(em.create(ApiKeyEntity, minted.row));
-        await em.flush();
+        await repo.save(em);
+        await repo.insert(em, minted.row);
         old.rolledTo = minted.row.id;
-        await em.flush();
-        await announce(em, old.id);
+        await repo.save(em);
+        await repo.announce(em, old.id);
         return { old, row: minted.row, key: minted.key };
       });
     },
@@ -147,8 +138,8 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
         const found = await loadOrThrow(em, keyId, true);
         if (!found.revokedAt) {
           found.revokedAt = clock.now();
-          await em.flush();
-          await announce(em, found.id);
+          await repo.save(em);
+          await repo.announce(em, found.id);
         }
         return found;
       });
@@ -159,7 +150,7 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
     /** A partner's keys, newest first. */
     async list(em: Em, partnerId: string): Promise<ApiKeyRow[]> {
       await partners.get(em, partnerId);
-      return em.find(ApiKeyEntity, { partnerId }, { orderBy: { createdAt: "desc", id: "desc" } });
+      return repo.listForPartner(em, partnerId);
     },
 
     /**
@@ -183,7 +174,7 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
         row = hit.row;
       } else {
         // The lookup is by digest, so comparing secrets never happens character by character.
-        const found = await em.findOne(ApiKeyEntity, { keyHash: Buffer.from(hex, "hex") });
+        const found = await repo.findByHash(em, Buffer.from(hex, "hex"));
         row = found && {
           id: found.id,
           partnerId: found.partnerId,

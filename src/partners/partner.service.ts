@@ -3,7 +3,8 @@ import type { Em } from "../platform/db/orm.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
 import { FIXTURE_LENDER_ID } from "../sandbox/fixtures.ts";
-import { type Partner, PartnerEntity } from "./partner.entity.ts";
+import type { Partner } from "./partner.entity.ts";
+import { partnerRepository as repo } from "./partner.repository.ts";
 
 /** Options for {@link createPartnerService}. */
 export interface PartnerServiceOptions {
@@ -29,52 +30,38 @@ export function createPartnerService({ clock }: PartnerServiceOptions) {
         throw validationFailed({ name: "must be 1 to 200 characters" });
       }
       checkFee(feeRateBps);
-      const partner = em.create(PartnerEntity, {
-        id: newId("ptn"),
-        name: trimmed,
-        feeRateBps,
-        createdAt: clock.now(),
-      });
-      await em.flush();
-      return partner;
+      return repo.insert(em, { id: newId("ptn"), name: trimmed, feeRateBps, createdAt: clock.now() });
     },
 
     /** The partners, oldest first; the sandbox fixture lender (a record, never a caller) is left out. */
     async list(em: Em): Promise<Partner[]> {
-      return em.find(
-        PartnerEntity,
-        { id: { $ne: FIXTURE_LENDER_ID } },
-        { orderBy: { createdAt: "asc", id: "asc" } },
-      );
+      return repo.list(em, FIXTURE_LENDER_ID);
     },
 
     /** A partner, or `not_found`. */
     async get(em: Em, partnerId: string): Promise<Partner> {
-      const partner = isId("ptn", partnerId) ? await em.findOne(PartnerEntity, { id: partnerId }) : null;
+      const partner = isId("ptn", partnerId) ? await repo.find(em, partnerId) : null;
       if (!partner) throw new ApiError("not_found", `No partner ${partnerId}.`);
       return partner;
     },
 
     /** Creates a partner with a fixed id unless it exists (the sandbox's fixture lender, a record, never a caller). */
     async ensure(em: Em, partner: Partner): Promise<void> {
-      await em.upsert(PartnerEntity, partner, { onConflictAction: "ignore" });
+      await repo.insertIfMissing(em, partner);
     },
 
     /** The names of partners, by id (the dashboard lists whom a user consented to). */
     async names(em: Em, partnerIds: string[]): Promise<Map<string, string>> {
-      const ids = [...new Set(partnerIds)];
-      if (ids.length === 0) return new Map();
-      const rows = await em.find(PartnerEntity, { id: { $in: ids } }, { fields: ["id", "name"] });
-      return new Map(rows.map((r) => [r.id, r.name]));
+      return repo.names(em, [...new Set(partnerIds)]);
     },
 
     /** Sets a partner's fee rate for disbursements created from now on. */
     async setFee(em: Em, partnerId: string, feeRateBps: number): Promise<Partner> {
       checkFee(feeRateBps);
-      const partner = isId("ptn", partnerId) ? await em.findOne(PartnerEntity, { id: partnerId }) : null;
+      const partner = isId("ptn", partnerId) ? await repo.find(em, partnerId) : null;
       if (!partner) throw new ApiError("not_found", `No partner ${partnerId}.`);
       partner.feeRateBps = feeRateBps;
-      await em.flush();
+      await repo.save(em);
       return partner;
     },
   };

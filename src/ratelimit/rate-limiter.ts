@@ -1,5 +1,6 @@
 import type { BucketSpec } from "../config.ts";
 import type { Em } from "../platform/db/orm.ts";
+import { rateLimitRepository } from "./rate-limit.repository.ts";
 
 /** Reads and writes have separate buckets (CONTRACT.md §8). */
 export type RateClass = "read" | "write";
@@ -57,16 +58,14 @@ export function createRateLimiter({ limits, leaseTtlMs = 1_000 }: RateLimiterOpt
   const refill = (em: Em, bucket: string, lease: Lease, spec: BucketSpec): Promise<void> => {
     lease.refill ??= (async () => {
       try {
-        const rows = await em
-          .getConnection()
-          .execute<{ granted: number; remaining: number }[]>("select * from rate_limit_take(?, ?, ?, ?)", [
-            bucket,
-            spec.capacity,
-            spec.refillPerSecond,
-            // Enough for everyone already waiting on this instance, so a burst costs one round trip.
-            Math.max(leaseSize(spec), lease.waiting),
-          ]);
-        const row = rows[0];
+        const row = await rateLimitRepository.take(
+          em,
+          bucket,
+          spec.capacity,
+          spec.refillPerSecond,
+          // Enough for everyone already waiting on this instance, so a burst costs one round trip.
+          Math.max(leaseSize(spec), lease.waiting),
+        );
         if (!row) return;
         const now = Date.now();
         if (now >= lease.expiresAt) lease.tokens = 0;

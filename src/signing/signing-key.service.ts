@@ -3,7 +3,6 @@ import type { Clock } from "../platform/clock.ts";
 import { generateEd25519, privateKeyFromPkcs8 } from "../platform/crypto/ed25519.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import type { ChangeFeed } from "../platform/db/change-feed.ts";
-import { notifySql } from "../platform/db/change-feed.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { ulid } from "../platform/ids.ts";
@@ -15,7 +14,8 @@ import {
   publicationOrder,
   rotationSchedule,
 } from "./schedule.ts";
-import { SigningKeyEntity, type SigningKeyRow } from "./signing-key.entity.ts";
+import type { SigningKeyRow } from "./signing-key.entity.ts";
+import { signingKeyRepository as repo } from "./signing-key.repository.ts";
 
 /** Binds a sealed private key to its kid. */
 export const signingKeyAad = (kid: string) => `signing-key:${kid}`;
@@ -52,12 +52,9 @@ export type SigningKeyService = ReturnType<typeof createSigningKeyService>;
 
 const CACHE_MS = 60_000;
 
-/** Advisory lock ids, one per environment, that serialise key creation across instances. */
-const lockId: Record<Environment, number> = { sandbox: 7_104_223_311, production: 7_104_223_312 };
-
 /** One stored signing key's sealed private half, if any: the start-up check that MASTER_KEY opens this database. */
 export async function sealedSigningKeySample(em: Em): Promise<{ sealed: Buffer; aad: string } | undefined> {
-  const [row] = await em.find(SigningKeyEntity, {}, { limit: 1, fields: ["kid", "privateKeyEnc"] });
+  const row = await repo.any(em);
   return row && { sealed: row.privateKeyEnc, aad: signingKeyAad(row.kid) };
 }
 
@@ -93,21 +90,16 @@ export function createSigningKeyService({ clock, box, changes }: SigningKeyServi
   /** Runs `fn` in a transaction holding the environment's advisory lock. */
   const locked = <T>(em: Em, environment: Environment, fn: (em: Em, rows: SigningKeyRow[]) => Promise<T>) =>
     em.transactional(async (em) => {
-      await em
-        .getConnection()
-        .execute("select pg_advisory_xact_lock(?)", [lockId[environment]], "all", em.getTransactionContext());
-      const rows = await em.find(SigningKeyEntity, { environment }, { orderBy: { notBefore: "asc" } });
-      const result = await fn(em, rows);
-      await em.flush();
-      const { sql, params } = notifySql("signing_keys", environment);
-      await em.getConnection().execute(sql, params, "all", em.getTransactionContext());
+      await repo.lockEnvironment(em, environment);
+      const result = await fn(em, await repo.list(em, environment));
+      await repo.saveAndAnnounce(em, environment);
       return result;
     });
 
   const rowsOf = async (em: Em, environment: Environment): Promise<SigningKeyRow[]> => {
     const hit = cache.get(environment);
     if (hit && changes.healthy && Date.now() - hit.at < CACHE_MS) return hit.rows;
-    const rows = await em.find(SigningKeyEntity, { environment }, { orderBy: { notBefore: "asc" } });
+    const rows = await repo.list(em, environment);
     if (changes.healthy) cache.set(environment, { rows, at: Date.now() });
     return rows;
   };
@@ -140,13 +132,13 @@ export function createSigningKeyService({ clock, box, changes }: SigningKeyServi
           const turn = nextQuarterStart(now);
           if (!rows.some((r) => keyStatus(r, now) === "ACTIVE")) {
             const row = newKey(environment, now, turn);
-            em.persist(em.create(SigningKeyEntity, row));
+            repo.add(em, row);
             created.push(row.kid);
           }
           const due = now.getTime() >= turn.getTime() - rotationSchedule.publishAheadMs;
           if (due && !rows.some((r) => r.notBefore.getTime() === turn.getTime())) {
             const row = newKey(environment, turn, nextQuarterStart(turn));
-            em.persist(em.create(SigningKeyEntity, row));
+            repo.add(em, row);
             created.push(row.kid);
           }
         });
@@ -169,7 +161,7 @@ export function createSigningKeyService({ clock, box, changes }: SigningKeyServi
           current.notAfter = new Date(current.retiresAt.getTime() + rotationSchedule.keepAfterMs);
         }
         const row = newKey(environment, new Date(current ? current.retiresAt : now), retiresAt);
-        em.persist(em.create(SigningKeyEntity, row));
+        repo.add(em, row);
         return row.kid;
       });
       changes.emitLocal("signing_keys", environment);
