@@ -9,7 +9,7 @@ import { newId } from "../platform/ids.ts";
 import type { Caller } from "../platform/tenancy.ts";
 import { canonicalJson } from "../sdk/canonical-json.ts";
 import type { SigningKeyService } from "../signing/signing-key.service.ts";
-import { type Tier, tiers } from "../standing/standing.service.ts";
+import { tiers } from "../standing/standing.service.ts";
 import { CASHFLOW_DAYS, readSnapshotRow } from "./snapshot.repository.ts";
 
 export { CASHFLOW_DAYS };

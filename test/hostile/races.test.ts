@@ -29,8 +29,11 @@ const post = (path: string, idem: string, body?: unknown) =>
     ...(body === undefined ? {} : { body }),
   });
 const get = (path: string) => rest(t.partnerUrl, "GET", path, { key: p.sandboxKey });
-const tally = (statuses: number[]) =>
-  statuses.reduce<Record<number, number>>((n, s) => ({ ...n, [s]: (n[s] ?? 0) + 1 }), {});
+const tally = (statuses: number[]) => {
+  const n: Record<number, number> = {};
+  for (const s of statuses) n[s] = (n[s] ?? 0) + 1;
+  return n;
+};
 
 async function disbursement(reference: string, status: string) {
   const u = await createUser(t, { environment: "sandbox" });
