@@ -4,7 +4,7 @@ import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import { randomBase62, sha256, sha256Hex } from "../platform/crypto/tokens.ts";
 import type { ChangeFeed } from "../platform/db/change-feed.ts";
-import type { Em } from "../platform/db/orm.ts";
+import type { Em, LazyEm } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
 import type { Caller, Environment } from "../platform/tenancy.ts";
@@ -158,7 +158,7 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
      * `unauthenticated` (missing or malformed), `invalid_api_key` (unknown), `api_key_revoked`,
      * `api_key_expired` (rolled, past its overlap).
      */
-    async authenticate(em: Em, secret: string | undefined): Promise<Caller> {
+    async authenticate(em: LazyEm, secret: string | undefined): Promise<Caller> {
       if (!secret) throw new ApiError("unauthenticated");
       const shape = KEY_SHAPE.exec(secret);
       if (!shape)
@@ -174,7 +174,7 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
         row = hit.row;
       } else {
         // The lookup is by digest, so comparing secrets never happens character by character.
-        const found = await repo.findByHash(em, Buffer.from(hex, "hex"));
+        const found = await repo.findByHash(em(), Buffer.from(hex, "hex"));
         row = found && {
           id: found.id,
           partnerId: found.partnerId,

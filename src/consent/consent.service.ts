@@ -221,11 +221,9 @@ export function createConsentService({
      * Throws the contract's 403 unless the user's newest consent to the tenant is ACTIVE and unexpired
      * (CONTRACT.md §3); what other features ask before they act on a user's data.
      */
-    async assertActive(em: Em, tenant: Tenant, userId: string): Promise<Consent> {
-      const consent = await repo.newestConsentOf(em, tenant, userId);
-      const refusal = consentRefusal(consent, clock.now());
-      if (refusal || !consent) throw new ApiError(refusal ?? "consent_required");
-      return consent;
+    async assertActive(em: Em, tenant: Tenant, userId: string): Promise<void> {
+      const refusal = consentRefusal(await repo.newestConsentState(em, tenant, userId), clock.now());
+      if (refusal) throw new ApiError(refusal);
     },
 
     /** The partners (and environments) holding an ACTIVE consent of the user that covers `scope`. */

@@ -1,7 +1,7 @@
 import { LockMode } from "@mikro-orm/core";
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
-import { type Environment, everyTenant } from "../platform/tenancy.ts";
+import { type Environment, everyTenant, tenantOf } from "../platform/tenancy.ts";
 import { type Disbursement, DisbursementEntity } from "./disbursement.entity.ts";
 import type { PastLoan } from "./disbursement.service.ts";
 import { type Installment, InstallmentEntity } from "./installment.entity.ts";
@@ -22,6 +22,30 @@ export interface PendingDebit {
   disbursement: Disbursement;
 }
 
+/** A `disbursements` row as read by a raw statement (`select *`, `returning *`). */
+function disbursementOf(r: Record<string, unknown>): Disbursement {
+  return {
+    id: r.id as string,
+    partnerId: r.partner_id as string,
+    environment: r.environment as Environment,
+    userId: r.user_id as string,
+    status: r.status as Disbursement["status"],
+    principalKobo: BigInt(r.principal_kobo as string),
+    feeKobo: BigInt(r.fee_kobo as string),
+    feeRateBps: r.fee_rate_bps as number,
+    destination: r.destination as Disbursement["destination"],
+    reference: r.reference as string,
+    scheduleAcceptedAt: r.schedule_accepted_at as Date,
+    failureReason: r.failure_reason as string | null,
+    provider: r.provider as string,
+    createdAt: r.created_at as Date,
+    processingAt: r.processing_at as Date | null,
+    deliveredAt: r.delivered_at as Date | null,
+    failedAt: r.failed_at as Date | null,
+    reversedAt: r.reversed_at as Date | null,
+  };
+}
+
 /**
  * The disbursements feature's tables (disbursements, installments, and the sandbox simulator's
  * sandbox_transfers and sandbox_debits): the only code that reads or writes them. A partner's reads go through
@@ -39,21 +63,88 @@ export const disbursementRepository = {
     return em.findOne(DisbursementEntity, { id, environment }, everyTenant);
   },
 
-  /** A disbursement of `em`'s tenant, locked until the transaction ends. */
-  findLocked(tx: Em, id: string): Promise<Disbursement | null> {
-    return tx.findOne(DisbursementEntity, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+  /**
+   * A disbursement of `em`'s tenant, locked until the transaction ends. Raw like {@link lock}, which settles
+   * it next: a row read here never sits in the unit of work's identity map, stale once settled.
+   */
+  async findLocked(tx: Em, id: string): Promise<Disbursement | undefined> {
+    const tenant = tenantOf(tx);
+    const [row] = await sql(
+      tx,
+      "select * from disbursements where id = $1 and partner_id = $2 and environment = $3 for update",
+      [id, tenant.partnerId, tenant.environment],
+    );
+    return row && disbursementOf(row);
   },
 
-  /** A disbursement, locked, whoever's it is (settling what the provider said). */
-  lock(tx: Em, id: string): Promise<Disbursement | null> {
-    return tx.findOne(DisbursementEntity, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE, ...everyTenant });
+  /**
+   * A disbursement, locked, whoever's it is (settling what the provider said). With {@link settle}, raw: it
+   * runs for every payout, where the entity lock and flush cost more CPU than the statements.
+   */
+  async lock(tx: Em, id: string): Promise<Disbursement | undefined> {
+    const [row] = await sql(tx, "select * from disbursements where id = $1 for update", [id]);
+    return row && disbursementOf(row);
   },
 
-  /** Adds a disbursement. */
-  async insert(tx: Em, row: Disbursement): Promise<Disbursement> {
-    const d = tx.create(DisbursementEntity, row);
-    await tx.flush();
-    return d;
+  /** Writes a settled payout's new status and its times (the row is locked by {@link lock}). */
+  async settle(
+    tx: Em,
+    id: string,
+    change: Pick<Disbursement, "status"> &
+      Partial<Pick<Disbursement, "failureReason" | "deliveredAt" | "failedAt" | "reversedAt">>,
+  ): Promise<void> {
+    await sql(
+      tx,
+      `update disbursements set status = $2, failure_reason = coalesce($3, failure_reason),
+         delivered_at = coalesce($4, delivered_at), failed_at = coalesce($5, failed_at),
+         reversed_at = coalesce($6, reversed_at)
+       where id = $1`,
+      [
+        id,
+        change.status,
+        change.failureReason ?? null,
+        change.deliveredAt ?? null,
+        change.failedAt ?? null,
+        change.reversedAt ?? null,
+      ],
+    );
+  },
+
+  /**
+   * Adds a disbursement; false when the partner already used its reference in that environment. Raw: it is
+   * the money hot path, where the entity insert (change set, flush) cost more CPU than the statement.
+   */
+  async insert(tx: Em, d: Disbursement): Promise<boolean> {
+    const rows = await sql(
+      tx,
+      `insert into disbursements (id, partner_id, environment, user_id, status, principal_kobo, fee_kobo,
+         fee_rate_bps, destination, reference, schedule_accepted_at, failure_reason, provider, created_at,
+         processing_at, delivered_at, failed_at, reversed_at)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+       on conflict (partner_id, environment, reference) do nothing
+       returning id`,
+      [
+        d.id,
+        d.partnerId,
+        d.environment,
+        d.userId,
+        d.status,
+        d.principalKobo.toString(),
+        d.feeKobo.toString(),
+        d.feeRateBps,
+        d.destination,
+        d.reference,
+        d.scheduleAcceptedAt,
+        d.failureReason,
+        d.provider,
+        d.createdAt,
+        d.processingAt,
+        d.deliveredAt,
+        d.failedAt,
+        d.reversedAt,
+      ],
+    );
+    return rows.length === 1;
   },
 
   /** Adds the schedule, one row per installment, debited at `debitHourUtc` on each due date. */
@@ -106,8 +197,7 @@ export const disbursementRepository = {
       [id, now, leaseBefore],
     );
     if (!row) return undefined;
-    const { previous_status, old_id: _, ...columns } = row;
-    return { disbursement: em.map(DisbursementEntity, columns), previousStatus: previous_status };
+    return { disbursement: disbursementOf(row), previousStatus: row.previous_status };
   },
 
   /** Releases a payout's lease at once (the provider could not say what happened: the retry asks again). */

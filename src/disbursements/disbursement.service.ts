@@ -1,4 +1,3 @@
-import { UniqueConstraintViolationException } from "@mikro-orm/core";
 import type { BookKind, BooksService } from "../books/books.service.ts";
 import type { ConsentService } from "../consent/consent.service.ts";
 import type { PartnerService } from "../partners/partner.service.ts";
@@ -149,7 +148,7 @@ export function createDisbursementService(o: {
         throw new ApiError("unavailable", `No payment provider is configured for ${caller.environment}.`);
       }
       await o.consents.assertActive(tx, caller, input.userId);
-      const rate = (await o.partners.get(tx, caller.partnerId)).feeRateBps;
+      const rate = await o.partners.feeRateBps(tx, caller.partnerId);
       if (provider.needsInstruments) {
         // The platform's instruments for the user: a payout is not started that could not be paid or repaid.
         const onFile = await o.instruments.onFile(tx, input.userId);
@@ -162,36 +161,31 @@ export function createDisbursementService(o: {
         if (Object.keys(missing).length) throw validationFailed(missing);
       }
       const id = newId("dsb");
-      let row: Disbursement;
-      try {
-        row = await repo.insert(tx, {
-          id,
-          partnerId: caller.partnerId,
-          environment: caller.environment,
-          userId: input.userId,
-          status: "PENDING",
-          principalKobo: input.principalKobo,
-          feeKobo: feeKobo(input.principalKobo, rate),
-          feeRateBps: rate,
-          destination: input.destination as "WALLET" | "BANK",
-          reference: input.reference,
-          scheduleAcceptedAt: new Date(input.scheduleAcceptedAt),
-          failureReason: null,
-          provider: provider.name,
-          createdAt: now,
-          processingAt: null,
-          deliveredAt: null,
-          failedAt: null,
-          reversedAt: null,
-        });
-      } catch (err) {
-        if (err instanceof UniqueConstraintViolationException) {
-          throw new ApiError(
-            "conflict",
-            `Reference ${input.reference} is already used by another disbursement.`,
-          );
-        }
-        throw err;
+      const row: Disbursement = {
+        id,
+        partnerId: caller.partnerId,
+        environment: caller.environment,
+        userId: input.userId,
+        status: "PENDING",
+        principalKobo: input.principalKobo,
+        feeKobo: feeKobo(input.principalKobo, rate),
+        feeRateBps: rate,
+        destination: input.destination as "WALLET" | "BANK",
+        reference: input.reference,
+        scheduleAcceptedAt: new Date(input.scheduleAcceptedAt),
+        failureReason: null,
+        provider: provider.name,
+        createdAt: now,
+        processingAt: null,
+        deliveredAt: null,
+        failedAt: null,
+        reversedAt: null,
+      };
+      if (!(await repo.insert(tx, row))) {
+        throw new ApiError(
+          "conflict",
+          `Reference ${input.reference} is already used by another disbursement.`,
+        );
       }
       const installments = await repo.insertSchedule(tx, id, input.installments, DEBIT_HOUR_UTC);
       await jobs.send(tx, PAYOUT_QUEUE, { disbursementId: id });
@@ -264,16 +258,14 @@ export function createDisbursementService(o: {
         if (!current) throw new Error(`no disbursement ${id}`);
         if (outcome.status === "PENDING") return current.status;
         if (current.status === "PROCESSING" && outcome.status !== "SUCCESS") {
-          Object.assign(current, { status: "FAILED", failureReason: outcome.reason, failedAt: now });
-          await repo.save(tx);
+          await repo.settle(tx, id, { status: "FAILED", failureReason: outcome.reason, failedAt: now });
           // Nothing was paid, so nothing is owed.
           await repo.cancelSchedule(tx, id);
           changed = { environment: current.environment, outcome: "failed" };
           return "FAILED";
         }
         if (current.status === "DELIVERED" && outcome.status === "REVERSED") {
-          Object.assign(current, { status: "REVERSED", failureReason: outcome.reason, reversedAt: now });
-          await repo.save(tx);
+          await repo.settle(tx, id, { status: "REVERSED", failureReason: outcome.reason, reversedAt: now });
           await book(tx, current, [
             ["PRINCIPAL_REVERSED", current.principalKobo],
             ["FEE_REVERSED", current.feeKobo],
@@ -284,8 +276,7 @@ export function createDisbursementService(o: {
         }
         if (current.status !== "PROCESSING" || outcome.status !== "SUCCESS") return current.status;
         failpoint("payout.before_record");
-        Object.assign(current, { status: "DELIVERED", deliveredAt: now });
-        await repo.save(tx);
+        await repo.settle(tx, id, { status: "DELIVERED", deliveredAt: now });
         await book(tx, current, [
           ["PRINCIPAL_OUT", -current.principalKobo],
           ["FEE", -current.feeKobo],

@@ -1,10 +1,19 @@
 import type { Em } from "../platform/db/orm.ts";
+import { sql } from "../platform/db/sql.ts";
 import { type Partner, PartnerEntity } from "./partner.entity.ts";
 
 /** The partners feature's table (partners): the only code that reads or writes it. */
 export const partnerRepository = {
   find(em: Em, id: string): Promise<Partner | null> {
     return em.findOne(PartnerEntity, { id });
+  },
+
+  /** A partner's fee rate. Raw: it is read on every disbursement create, a hot path. */
+  async feeRateBps(em: Em, id: string): Promise<number | undefined> {
+    const [row] = await sql<{ fee_rate_bps: number }>(em, "select fee_rate_bps from partners where id = $1", [
+      id,
+    ]);
+    return row?.fee_rate_bps;
   },
 
   /** Every partner but `except`, oldest first. */

@@ -45,6 +45,13 @@ export function createPartnerService({ clock }: PartnerServiceOptions) {
       return partner;
     },
 
+    /** A partner's current fee rate (fixed on each disbursement as it is created), or `not_found`. */
+    async feeRateBps(em: Em, partnerId: string): Promise<number> {
+      const rate = await repo.feeRateBps(em, partnerId);
+      if (rate === undefined) throw new ApiError("not_found", `No partner ${partnerId}.`);
+      return rate;
+    },
+
     /** Creates a partner with a fixed id unless it exists (the sandbox's fixture lender, a record, never a caller). */
     async ensure(em: Em, partner: Partner): Promise<void> {
       await repo.insertIfMissing(em, partner);

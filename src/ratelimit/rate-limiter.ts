@@ -1,5 +1,5 @@
 import type { BucketSpec } from "../config.ts";
-import type { Em } from "../platform/db/orm.ts";
+import type { LazyEm } from "../platform/db/orm.ts";
 import { rateLimitRepository } from "./rate-limit.repository.ts";
 
 /** Reads and writes have separate buckets (CONTRACT.md §8). */
@@ -19,8 +19,8 @@ export interface RateDecision {
 
 /** A per-API-key token bucket shared by every instance through PostgreSQL. */
 export interface RateLimiter {
-  /** Takes a token; a refill from the shared bucket runs on `em` (never inside a transaction). */
-  take(em: Em, keyId: string, cls: RateClass): Promise<RateDecision>;
+  /** Takes a token; a refill from the shared bucket runs on `em()` (never inside a transaction). */
+  take(em: LazyEm, keyId: string, cls: RateClass): Promise<RateDecision>;
 }
 
 /** Options for {@link createRateLimiter}. */
@@ -55,11 +55,11 @@ export function createRateLimiter({ limits, leaseTtlMs = 1_000 }: RateLimiterOpt
   const leaseSize = (spec: BucketSpec) =>
     Math.max(1, Math.min(Math.ceil(spec.refillPerSecond / 10), Math.floor(spec.capacity / 10)));
 
-  const refill = (em: Em, bucket: string, lease: Lease, spec: BucketSpec): Promise<void> => {
+  const refill = (em: LazyEm, bucket: string, lease: Lease, spec: BucketSpec): Promise<void> => {
     lease.refill ??= (async () => {
       try {
         const row = await rateLimitRepository.take(
-          em,
+          em(),
           bucket,
           spec.capacity,
           spec.refillPerSecond,

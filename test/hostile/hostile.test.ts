@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sql } from "../../src/platform/db/sql.ts";
 import { createWebhook } from "../factories/events.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -183,6 +184,48 @@ describe("another tenant's ids and the other environment's key", () => {
     expect(hook.json.status).toBe("ACTIVE");
     const consent = await send("GET", `/partner/v1/consents/${owned.consent}`, { key: a.sandboxKey });
     expect(consent.json.status).toBe("ACTIVE");
+  });
+
+  it("cannot squat or probe partner A's disbursement references", async () => {
+    const create = (key: string, idempotencyKey: string) =>
+      send("POST", "/partner/v1/disbursements", {
+        key,
+        headers: { "idempotency-key": idempotencyKey },
+        body: {
+          userId: "usr_sandboxEmerging",
+          principalKobo: "100000",
+          destination: "WALLET",
+          reference: "hostile-1",
+          repaymentSchedule: {
+            installments: [
+              {
+                dueDate: new Date(Date.now() + 20 * 86_400_000).toISOString().slice(0, 10),
+                amountKobo: "110000",
+              },
+            ],
+          },
+          scheduleAcceptedAt: new Date().toISOString(),
+        },
+      });
+    // B gets the user's consent as A did.
+    const link = await send("POST", "/partner/v1/consent-links", {
+      key: b.sandboxKey,
+      body: { phoneNumber: "+2348000000003", scopes: ["standing"], ledgerWindowDays: 30 },
+    });
+    await send("POST", `/partner/v1/sandbox/consent-links/${link.json.id}/accept`, { key: b.sandboxKey });
+    // References are per partner: B's "hostile-1" is B's own, and says nothing of A's.
+    const theirs = await create(b.sandboxKey, "squat-1");
+    expect(theirs.status, theirs.text).toBe(200);
+    expect(theirs.json.id).not.toBe(owned.disbursement);
+    // A reusing its own reference under a new key is refused, and nothing is written.
+    const again = await create(a.sandboxKey, "hostile-again");
+    expect(again.status, again.text).toBe(409);
+    expect(again.json.code).toBe("conflict");
+    const rows = await sql(
+      t.app.orm.em.fork(),
+      "select partner_id from disbursements where reference = 'hostile-1' order by partner_id",
+    );
+    expect(rows.map((r) => r.partner_id).sort()).toEqual([a.partnerId, b.partnerId].sort());
   });
 });
 

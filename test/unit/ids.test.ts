@@ -20,4 +20,16 @@ describe("ids", () => {
     expect(new Set(ids).size).toBe(ids.length);
     expect([...ids].sort()).toEqual(ids);
   });
+
+  it("draw every character of the random part evenly", () => {
+    // An explicit time gives a fresh random part each call: each of its 16 positions is a uniform draw from
+    // the 32 characters (a biased generator would favour some, or never reach the last one).
+    const counts = new Map<string, number>();
+    const n = 4000;
+    for (let i = 0; i < n; i++)
+      for (const c of ulid(1_700_000_000_000).slice(10)) counts.set(c, (counts.get(c) ?? 0) + 1);
+    expect(counts.size).toBe(32);
+    const expected = (n * 16) / 32;
+    for (const count of counts.values()) expect(Math.abs(count - expected)).toBeLessThan(expected * 0.1);
+  });
 });

@@ -13,6 +13,12 @@ export type Orm = MikroORM;
 /** The entity manager type the service uses; fork one per request and per job. */
 export type Em = EntityManager;
 
+/**
+ * A unit of work made on first use: a request that never reaches the database (a cached key, a cached
+ * document) never forks one.
+ */
+export type LazyEm = () => Em;
+
 /** Limits that keep one slow or stuck unit of work from holding the pool (ARCHITECTURE.md "Data"). */
 export interface DbTimeouts {
   /** How long a unit of work waits for a pooled connection before it fails (503 `unavailable`). */

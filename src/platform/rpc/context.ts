@@ -1,5 +1,5 @@
 import { type ContextValues, createContextKey } from "@connectrpc/connect";
-import type { Em } from "../db/orm.ts";
+import type { Em, LazyEm } from "../db/orm.ts";
 import type { Logger } from "../logger.ts";
 import type { Caller } from "../tenancy.ts";
 
@@ -10,11 +10,11 @@ export const kRequestId = createContextKey<string>("", { description: "request i
 export const kCaller = createContextKey<Caller | undefined>(undefined, { description: "caller" });
 
 /**
- * The request's unit of work: one EntityManager the edge forks per request, on every face. While an
+ * The request's unit of work: one EntityManager the edge forks per request (on first use), on every face. While an
  * idempotent request runs, it is the transaction that also stores the idempotency record, so the handler's
  * writes join it. Handlers pass it to the services; nothing below forks its own.
  */
-export const kEm = createContextKey<Em | undefined>(undefined, { description: "entity manager" });
+export const kEm = createContextKey<Em | LazyEm | undefined>(undefined, { description: "entity manager" });
 
 /**
  * The stored response of an idempotent request being replayed: handlers wrapped with `replayable` return
@@ -29,7 +29,7 @@ export const kLogger = createContextKey<Logger | undefined>(undefined, { descrip
 export function emOf(values: ContextValues): Em {
   const em = values.get(kEm);
   if (!em) throw new Error("handler reached without the request's EntityManager");
-  return em;
+  return typeof em === "function" ? em() : em;
 }
 
 /** The caller of a partner handler; the edge guarantees it is set. */

@@ -4,11 +4,11 @@ import type { ApiKeyService } from "../../apikeys/api-key.service.ts";
 import type { IdempotencyService } from "../../idempotency/idempotency.service.ts";
 import type { RateDecision, RateLimiter } from "../../ratelimit/rate-limiter.ts";
 import { constantTimeEqualStrings } from "../crypto/tokens.ts";
-import type { Orm } from "../db/orm.ts";
+import type { Em, Orm } from "../db/orm.ts";
 import { ApiError } from "../errors.ts";
 import { rateClassOf, restBindings } from "../http/rules.ts";
 import type { Metrics } from "../metrics.ts";
-import { scopeToTenant } from "../tenancy.ts";
+import { type Caller, scopeToTenant } from "../tenancy.ts";
 import { callerOf, emOf, kCaller, kEm, kReplay } from "./context.ts";
 
 /** One call as the edge sees it, whichever face (REST, Connect, gRPC-Web, gRPC) it came in on. */
@@ -78,14 +78,23 @@ export function createPartnerEdge({
 }: PartnerEdgeOptions): Edge {
   return {
     async admit(call) {
-      const em = orm.em.fork();
-      call.values.set(kEm, em);
-      const caller = await apiKeys.authenticate(em, bearer(call.requestHeader));
+      let em: Em | undefined;
+      let caller: Caller | undefined;
+      // Forked on first use: a request served from caches (a known key, the key document) never forks one.
+      const unit = (): Em => {
+        if (!em) {
+          em = orm.em.fork();
+          if (caller) scopeToTenant(em, caller);
+        }
+        return em;
+      };
+      call.values.set(kEm, unit);
+      caller = await apiKeys.authenticate(unit, bearer(call.requestHeader));
       call.values.set(kCaller, caller);
       // The tenancy boundary: every partner-owned entity this request reads or writes is the caller's.
-      scopeToTenant(em, caller);
+      if (em) scopeToTenant(em, caller);
       const cls = rateClassOf(call.method);
-      const decision = await rateLimiter.take(em, caller.keyId, cls);
+      const decision = await rateLimiter.take(unit, caller.keyId, cls);
       const headers = rateLimitHeaders(cls, decision);
       for (const [k, v] of Object.entries(headers)) call.responseHeader.set(k, v);
       if (!decision.allowed) {
