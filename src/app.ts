@@ -4,6 +4,7 @@ import { registerConsentJobs } from "./consent/consent.jobs.ts";
 import { registerDisbursementJobs } from "./disbursements/disbursement.jobs.ts";
 import { registerIdempotencyJobs } from "./idempotency/idempotency.jobs.ts";
 import { startListeners } from "./listeners.ts";
+import { registerPersonJobs } from "./person/person.jobs.ts";
 import { type Clock, systemClock } from "./platform/clock.ts";
 import { loadDataKeys } from "./platform/crypto/data-keys.ts";
 import { createSecretBox } from "./platform/crypto/secret-box.ts";
@@ -105,6 +106,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     await registerSigningKeyJobs(jobs, services.signingKeys, logger);
     await registerConsentJobs(jobs, services.consents, logger);
     await registerIdempotencyJobs(jobs, services.idempotency);
+    await registerPersonJobs(jobs, services.person);
     await registerDisbursementJobs(
       jobs,
       services.disbursements,

@@ -1,4 +1,5 @@
 import path from "node:path";
+import type { SmsConfig } from "./person/sms.ts";
 import type { LogLevel } from "./platform/logger.ts";
 
 /** Which parts of the service this process runs (ARCHITECTURE.md "Processes and listeners"). */
@@ -57,6 +58,12 @@ export interface Config {
    * PAYMENT_PROVIDER_SECRET_KEY. Unset: production disbursements answer 503. Sandbox always uses the simulator.
    */
   paymentProvider: { baseUrl: string; secretKey: string; timeoutMs: number } | undefined;
+  /**
+   * The SMS provider that sends production's one-time codes (a Termii-style HTTP API): SMS_PROVIDER_URL and
+   * SMS_PROVIDER_API_KEY, with SMS_SENDER_ID. Unset: production consent links are refused (no code could
+   * reach the person). The sandbox never sends texts: its code is fixed.
+   */
+  smsProvider: SmsConfig | undefined;
   /** HTTP limits against slow or stuck clients, on both listeners. */
   http: {
     /** Time a client has to send its request headers (slow-loris clients are cut off after it). */
@@ -182,6 +189,18 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   if (providerUrl !== undefined && !/^https?:\/\/[^/]+/.test(providerUrl)) {
     throw new ConfigError("PAYMENT_PROVIDER_URL must be an absolute http(s) URL");
   }
+  const smsUrl = env.SMS_PROVIDER_URL || undefined;
+  const smsKey = env.SMS_PROVIDER_API_KEY || undefined;
+  if (Boolean(smsUrl) !== Boolean(smsKey)) {
+    throw new ConfigError("SMS_PROVIDER_URL and SMS_PROVIDER_API_KEY are set together or not at all");
+  }
+  if (smsUrl !== undefined && !/^https?:\/\/[^/]+/.test(smsUrl)) {
+    throw new ConfigError("SMS_PROVIDER_URL must be an absolute http(s) URL");
+  }
+  const senderId = env.SMS_SENDER_ID || "Verify";
+  if (!/^[A-Za-z0-9 ]{3,11}$/.test(senderId)) {
+    throw new ConfigError("SMS_SENDER_ID must be 3 to 11 letters, digits or spaces");
+  }
   const resumeAfterMs = int(env, "PAYOUT_RESUME_AFTER_MS", 60_000, 0, 86_400_000);
   const providerTimeoutMs = int(env, "PAYMENT_PROVIDER_TIMEOUT_MS", 30_000, 100, 120_000);
   if (providerUrl && resumeAfterMs > 0 && resumeAfterMs < providerTimeoutMs) {
@@ -220,6 +239,15 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
             baseUrl: providerUrl.replace(/\/+$/, ""),
             secretKey: providerSecret,
             timeoutMs: providerTimeoutMs,
+          }
+        : undefined,
+    smsProvider:
+      smsUrl && smsKey
+        ? {
+            baseUrl: smsUrl.replace(/\/+$/, ""),
+            apiKey: smsKey,
+            senderId,
+            timeoutMs: int(env, "SMS_PROVIDER_TIMEOUT_MS", 10_000, 100, 60_000),
           }
         : undefined,
     http: {

@@ -114,6 +114,7 @@ function routeOf(req: AnyRequest, path: string, status: number): { face: string;
   if (rest) return { face: "rest", route: rest };
   if (path.startsWith("/partner/")) return { face: "rest", route: "unmatched" };
   if (path.startsWith("/consent/")) return { face: "page", route: "/consent/{token}" };
+  if (path.startsWith("/prompt/")) return { face: "page", route: "/prompt/{token}" };
   if (FIXED_PATHS.has(path)) return { face: "http", route: path };
   const face = type.startsWith("application/grpc-web")
     ? "grpc-web"
@@ -300,6 +301,8 @@ export async function startListeners(o: ListenerOptions) {
             if (url.startsWith("/partner/")) return void transcoder.handle(req, res, requestIdOf(req));
             if (url.startsWith("/consent/"))
               return void services.consentPages.handle(o.orm.em.fork(), req, res, requestIdOf(req));
+            if (url.startsWith("/prompt/"))
+              return void services.consentPages.prompt(o.orm.em.fork(), req, res, requestIdOf(req));
             if (url === PAYSTACK_WEBHOOK_PATH && services.providerWebhooks.enabled())
               return void receiveProviderWebhook(
                 o.orm.em.fork(),
@@ -326,7 +329,7 @@ export async function startListeners(o: ListenerOptions) {
     { service: IngestService, impl: createIngestHandlers(services.ledger, services.standing) as never },
     {
       service: ConsentAdminService,
-      impl: createConsentAdminHandlers(services.consents, services.users) as never,
+      impl: createConsentAdminHandlers(services.consents, services.users, services.consentLinks) as never,
     },
   ];
   const internalConnect = connectHandler(

@@ -1,3 +1,4 @@
+import { evidenceAad } from "./consent/consent.service.ts";
 import { linkTokenAad } from "./consent/consent-link.service.ts";
 import { idempotencyAad } from "./idempotency/idempotency.service.ts";
 import { dataKeyAad } from "./platform/crypto/data-keys.ts";
@@ -31,6 +32,7 @@ export const sealedColumns: readonly SealedColumn[] = [
   { table: "webhooks", column: "previous_secret_enc", key: ["id"], aad: (r) => secretAad(r.id ?? "") },
   { table: "users", column: "phone_enc", key: ["id"], aad: (r) => phoneAad(r.id ?? "") },
   { table: "consent_links", column: "token_enc", key: ["id"], aad: (r) => linkTokenAad(r.id ?? "") },
+  { table: "consents", column: "evidence_enc", key: ["id"], aad: (r) => evidenceAad(r.id ?? "") },
   {
     table: "payment_instruments",
     column: "sealed",

@@ -12,6 +12,8 @@ import { createRepaymentService } from "./disbursements/repayment.service.ts";
 import { createIdempotencyService } from "./idempotency/idempotency.service.ts";
 import { createLedgerService } from "./ledger/ledger.service.ts";
 import { createPartnerService } from "./partners/partner.service.ts";
+import { createPersonService } from "./person/person.service.ts";
+import { createSmsSender } from "./person/sms.ts";
 import type { Clock } from "./platform/clock.ts";
 import type { DataKeys } from "./platform/crypto/data-keys.ts";
 import type { SecretBox } from "./platform/crypto/secret-box.ts";
@@ -69,10 +71,18 @@ export function createServices(deps: ServiceDeps) {
   });
   const users = createUserService({ clock, box, phoneKey: deps.dataKeys["phone-hash"] });
   const partners = createPartnerService({ clock });
-  const consents = createConsentService({ clock, outbox, users, partners });
+  const consents = createConsentService({ clock, box, outbox, users, partners });
+  const person = createPersonService({
+    clock,
+    codeKey: deps.dataKeys["person-code"],
+    users,
+    sms: config.smsProvider ? createSmsSender(config.smsProvider) : undefined,
+    logger,
+  });
   const consentLinks = createConsentLinkService({
     clock,
     box,
+    person,
     users,
     consents,
     partners,
@@ -136,6 +146,7 @@ export function createServices(deps: ServiceDeps) {
     }),
     providerWebhooks: createProviderWebhooks({ paystack, disbursements, repayments, logger }),
     users,
+    person,
     consents,
     consentLinks,
     consentPages: createConsentPages({

@@ -1,3 +1,4 @@
+import { isCalendarDate } from "../platform/dates.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { validationFailed } from "../platform/errors.ts";
 import type { Tenant } from "../platform/tenancy.ts";
@@ -9,13 +10,8 @@ export type { BookEntry, BookKind };
 /** What {@link createBooksService} returns. */
 export type BooksService = ReturnType<typeof createBooksService>;
 
-const DAY = /^\d{4}-\d{2}-\d{2}$/;
 const dayStart = (day: string) => new Date(`${day}T00:00:00Z`);
-/** A real calendar date `YYYY-MM-DD` (2027-02-30 is not one, though JavaScript would roll it to March). */
-const isDay = (day: string) => {
-  const d = dayStart(day);
-  return DAY.test(day) && !Number.isNaN(d.getTime()) && d.toISOString().slice(0, 10) === day;
-};
+const isDay = isCalendarDate;
 
 /**
  * The partner's books (CONTRACT.md §6): principal out and fees at disbursement, repayments in, reversals

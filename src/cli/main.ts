@@ -20,6 +20,8 @@ const USAGE = `Usage: npm run cli -- <command> [options] [--json]
   partner create --name NAME --fee-bps BPS      create a partner (fee in basis points, 0-10000)
   partner list                                   list partners
   partner set-fee --partner ID --fee-bps BPS     change a partner's fee rate
+  partner set-terms --partner ID --max-cost-bps BPS --max-tenor-days DAYS
+                                                 change a partner's lending caps (defaults 5000 and 365)
   key issue --partner ID --env sandbox|production
                                                  issue a partner's API key (shown once)
   key roll --key-id ID [--expires-in-hours H]    replace a key; the old one works for H hours (default 24)
@@ -100,6 +102,18 @@ const commands: Record<string, Command> = {
     });
     if (!partner) throw new Error("no partner returned");
     return { json: json(PartnerSchema, partner), text: `updated partner ${partnerLine(partner)}` };
+  },
+  async "partner set-terms"(f, c) {
+    const { partner } = await c.partners.setPartnerTerms({
+      partnerId: need(f, "partner"),
+      maxCostBps: int(f, "max-cost-bps", true),
+      maxTenorDays: int(f, "max-tenor-days", true),
+    });
+    if (!partner) throw new Error("no partner returned");
+    return {
+      json: json(PartnerSchema, partner),
+      text: `updated partner ${partnerLine(partner)}: total repayable at most ${(10_000 + partner.maxCostBps) / 100}% of the principal, last installment within ${partner.maxTenorDays} days`,
+    };
   },
   async "key issue"(f, c) {
     const res = await c.apiKeys.issueApiKey({ partnerId: need(f, "partner"), environment: env(f) });

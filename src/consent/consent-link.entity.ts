@@ -33,7 +33,8 @@ export const ConsentLinkEntity = defineEntity({
     maxLedgerWindowDays: p.integer(),
     /** Where the page sends the person when they have decided. */
     redirectUrl: p.text().nullable(),
-    status: p.enum(["PENDING", "ACCEPTED", "DECLINED"] as const),
+    /** LOCKED: too many wrong one-time codes on its page; it can no longer be decided. */
+    status: p.enum(["PENDING", "ACCEPTED", "DECLINED", "LOCKED"] as const),
     /** The consent granted when the link was accepted. */
     consentId: () =>
       p

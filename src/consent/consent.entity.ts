@@ -3,6 +3,11 @@ import { PartnerEntity } from "../partners/partner.entity.ts";
 import { environments, tenantFilter } from "../platform/tenancy.ts";
 import { UserEntity } from "../users/user.entity.ts";
 
+/** How a person proved who they were before a decision (CONTRACT.md §4). */
+export const authMethods = ["OTP_SMS", "PLATFORM_SESSION", "DASHBOARD"] as const;
+/** One of {@link authMethods}. */
+export type AuthMethod = (typeof authMethods)[number];
+
 /**
  * A user's consent to share data with a partner. At most one is ACTIVE per person, partner and environment:
  * a new grant supersedes the old one.
@@ -39,6 +44,13 @@ export const ConsentEntity = defineEntity({
         .deleteRule("no action")
         .fieldName("superseded_by")
         .foreignKeyName("consents_superseded_by_fkey"),
+    /** How the person proved who they were (null on consents written before evidence was kept). */
+    authMethod: p.enum(authMethods).nullable(),
+    authenticatedAt: p.datetime().nullable(),
+    /** `{ ip, userAgent }` of the decision, sealed under the master key, bound to the consent (operators only). */
+    evidenceEnc: p.type("bytea").nullable(),
+    /** SHA-256 of the exact terms the person was shown (see `termsHash`). */
+    termsHash: p.type("bytea").nullable(),
   },
   checks: [
     { name: "consents_scopes_check", expression: "cardinality(scopes) > 0" },

@@ -3,6 +3,7 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { ConsentAdminService, UserService as UserApi } from "../../gen/internal/v1/users_pb.ts";
 import {
+  Authentication_Method,
   Consent_RevokedBy,
   Consent_Source,
   Consent_Status,
@@ -36,6 +37,9 @@ export function toConsent(c: Consent): MessageInitShape<typeof ConsentSchema> {
     revokedAt: ts(c.revokedAt),
     revokedBy: c.revokedBy ? Consent_RevokedBy[c.revokedBy] : Consent_RevokedBy.REVOKED_BY_UNSPECIFIED,
     supersededBy: c.supersededBy ?? "",
+    authentication: c.authMethod
+      ? { method: Authentication_Method[c.authMethod], at: ts(c.authenticatedAt) }
+      : undefined,
   };
 }
 
@@ -130,8 +134,18 @@ export function createUserHandlers(
 export function createConsentAdminHandlers(
   consents: ConsentService,
   users: UserService,
+  links: ConsentLinkService,
 ): ServiceImpl<typeof ConsentAdminService> {
   return {
+    async createPromptSession(req, ctx) {
+      const { url, expiresAt } = await links.createPrompt(
+        emOf(ctx.values),
+        req.userId,
+        req.consentLinkId,
+        req.expiresInSeconds || 300,
+      );
+      return { url, expiresAt: timestampFromDate(expiresAt) };
+    },
     async grantConsent(req, ctx) {
       const em = emOf(ctx.values);
       const userEnvironment = (await users.environmentOf(em, req.userId)) ?? "production";
@@ -144,6 +158,16 @@ export function createConsentAdminHandlers(
         maxLedgerWindowDays: req.maxLedgerWindowDays,
         source: "DASHBOARD",
         expiresAt: req.expiresAt ? timestampDate(req.expiresAt) : undefined,
+        // The platform grants from its own dashboard, where the person is signed in.
+        evidence: {
+          method: "DASHBOARD",
+          terms: JSON.stringify({
+            partnerId: req.partnerId,
+            scopes: req.scopes,
+            ledgerWindowDays: req.ledgerWindowDays,
+            maxLedgerWindowDays: req.maxLedgerWindowDays,
+          }),
+        },
       });
       return { consent: toConsent(consent) };
     },

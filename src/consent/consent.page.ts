@@ -1,9 +1,10 @@
 import { createHmac, randomBytes } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
+import { SANDBOX_CODE } from "../person/person.service.ts";
 import { constantTimeEqualStrings } from "../platform/crypto/tokens.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { ApiError, isApiError } from "../platform/errors.ts";
+import { ApiError, isApiError, validationFailed } from "../platform/errors.ts";
 import type { AnyResponse } from "../platform/http/rest-errors.ts";
 import { restErrorBody } from "../platform/http/rest-errors.ts";
 import type { Logger } from "../platform/logger.ts";
@@ -21,6 +22,8 @@ export interface ConsentPagesOptions {
 }
 
 const CSRF_COOKIE = "consent_csrf";
+/** The opened prompt session of a person the platform signed in: `<session id>.<HMAC>`. */
+const SESSION_COOKIE = "consent_session";
 const MAX_FORM_BYTES = 4096;
 
 const escapeHtml = (s: string) =>
@@ -45,6 +48,13 @@ const STYLE = `
   button { font: inherit; font-weight: 600; min-height: 48px; border-radius: 10px; border: 2px solid #0b5cad; cursor: pointer; padding: .6rem 1rem; }
   button.accept { background: #0b5cad; color: #fff; }
   button.decline { background: #fff; color: #0b5cad; }
+  button.link { background: none; border: none; color: #0b5cad; text-decoration: underline; min-height: 44px; padding: .25rem 0; }
+  label { display: block; font-weight: 600; margin-top: 1rem; }
+  input[name=code] { font: inherit; font-size: 1.4rem; letter-spacing: .3em; width: 100%; max-width: 12rem; min-height: 48px; padding: .4rem .6rem; border: 2px solid #4a4f57; border-radius: 8px; }
+  input[name=code]:focus-visible { outline: 3px solid #1a1a1a; outline-offset: 2px; }
+  .error { color: #a4000f; font-weight: 600; }
+  .note { background: #fff7d6; border-radius: 8px; padding: .5rem .75rem; }
+  .resend { margin-top: .75rem; }
   button:focus-visible { outline: 3px solid #1a1a1a; outline-offset: 2px; }
   @media (min-width: 30rem) { .actions { flex-direction: row-reverse; } .actions button { flex: 1; } }
 `;
@@ -69,16 +79,18 @@ ${body}
 </html>`;
 }
 
-function consentForm(view: PageView, csrf: string, token: string): string {
+/**
+ * The terms as the page shows them. Deterministic from the link, so the text hashed into the consent's
+ * evidence is exactly what the person saw.
+ */
+export function termsBlock(view: PageView): string {
   const { link, partnerName } = view;
   const name = escapeHtml(partnerName);
   const items = link.scopes
     .filter(isScope)
     .map((s) => `<li>${escapeHtml(describeScope(s, link.maxLedgerWindowDays))}</li>`)
     .join("\n");
-  return layout(
-    `${partnerName} asks to see your information`,
-    `<h1>${name} asks to see some of your information</h1>
+  return `<h1>${name} asks to see some of your information</h1>
 <p>${name} will use it to decide on a loan for you. You can withdraw this permission at any time in your app.</p>
 <h2>What ${name} will see</h2>
 <ul>
@@ -86,13 +98,72 @@ ${items}
 </ul>
 <h2>For how long</h2>
 <p>Figures cover up to the last ${link.maxLedgerWindowDays} days (usually ${link.ledgerWindowDays}). Your permission lasts one year unless you withdraw it sooner.</p>
-<p class="muted">${name} never sees your individual transactions, who you pay or who pays you, your account numbers, BVN, NIN, location or messages. This link ends in ${escapeHtml(link.phoneLast4)} and expires ${escapeHtml(link.expiresAt.toUTCString())}.</p>
+<p class="muted">${name} never sees your individual transactions, who you pay or who pays you, your account numbers, BVN, NIN, location or messages. This link ends in ${escapeHtml(link.phoneLast4)} and expires ${escapeHtml(link.expiresAt.toUTCString())}.</p>`;
+}
+
+/** The sandbox's note: where no text is sent, the fixed code is shown. */
+const sandboxNote = (view: PageView) =>
+  view.environment === "sandbox"
+    ? `<p class="note">Sandbox: no text message is sent. The code is <strong>${SANDBOX_CODE}</strong>.</p>`
+    : "";
+
+/** First step: the terms, and a button that texts the person a code. Nothing can be decided yet. */
+function introPage(view: PageView, csrf: string, token: string): string {
+  return layout(
+    `${view.partnerName} asks to see your information`,
+    `${termsBlock(view)}
+<h2>First, check it is you</h2>
+<p>We will text a 6-digit code to your phone number ending in ${escapeHtml(view.link.phoneLast4)}.</p>
+${sandboxNote(view)}
 <form method="post" action="/consent/${escapeHtml(token)}">
 <input type="hidden" name="csrf" value="${escapeHtml(csrf)}">
 <div class="actions">
-<button class="accept" type="submit" name="decision" value="accept">Allow ${name} to see this</button>
+<button class="accept" type="submit" name="step" value="send">Text me a code</button>
+</div>
+</form>`,
+  );
+}
+
+/** For a person the platform signed in (a prompt session): the terms and the decision, no code. */
+function sessionPage(view: PageView, csrf: string, token: string): string {
+  return layout(
+    `${view.partnerName} asks to see your information`,
+    `${termsBlock(view)}
+<p class="note">You are signed in to your account, so no code is needed.</p>
+<form method="post" action="/consent/${escapeHtml(token)}">
+<input type="hidden" name="csrf" value="${escapeHtml(csrf)}">
+<input type="hidden" name="step" value="decide">
+<div class="actions">
+<button class="accept" type="submit" name="decision" value="accept">Allow ${escapeHtml(view.partnerName)} to see this</button>
 <button class="decline" type="submit" name="decision" value="decline">Don't allow</button>
 </div>
+</form>`,
+  );
+}
+
+/** Second step: the code the person was texted, and their decision. */
+function codePage(view: PageView, csrf: string, token: string, problem?: string): string {
+  const error = problem ? `<p class="error" id="code-error" role="alert">${escapeHtml(problem)}</p>` : "";
+  return layout(
+    `${view.partnerName} asks to see your information`,
+    `${termsBlock(view)}
+<h2>Enter the code we texted you</h2>
+<p>We sent a 6-digit code to your phone number ending in ${escapeHtml(view.link.phoneLast4)}. It works for 10 minutes.</p>
+${sandboxNote(view)}
+<form method="post" action="/consent/${escapeHtml(token)}">
+<input type="hidden" name="csrf" value="${escapeHtml(csrf)}">
+<input type="hidden" name="step" value="decide">
+<label for="code">Code</label>
+<input id="code" name="code" type="text" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required${problem ? ' aria-invalid="true" aria-describedby="code-error"' : ""}>
+${error}
+<div class="actions">
+<button class="accept" type="submit" name="decision" value="accept">Allow ${escapeHtml(view.partnerName)} to see this</button>
+<button class="decline" type="submit" name="decision" value="decline">Don't allow</button>
+</div>
+</form>
+<form method="post" action="/consent/${escapeHtml(token)}" class="resend">
+<input type="hidden" name="csrf" value="${escapeHtml(csrf)}">
+<button class="link" type="submit" name="step" value="send">Send a new code</button>
 </form>`,
   );
 }
@@ -109,6 +180,11 @@ function gonePage(link: LinkView): string {
       return message(
         "This link has already been used",
         "You chose not to allow this. The link cannot be used again.",
+      );
+    case "LOCKED":
+      return message(
+        "This link is locked",
+        "Too many wrong codes were entered. For your safety it cannot be used again: ask the lender for a new link.",
       );
     default:
       return message("This link has expired", "Ask the lender to send you a new link.");
@@ -152,6 +228,12 @@ async function readForm(req: Req): Promise<URLSearchParams> {
 export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptions) {
   const sign = (token: string, nonce: string) =>
     createHmac("sha256", csrfKey).update(`${token}.${nonce}`).digest("hex");
+  const sessionMac = (id: string) => createHmac("sha256", csrfKey).update(`session.${id}`).digest("hex");
+  /** The prompt session the browser holds, when its cookie is ours. */
+  const sessionOf = (req: Req): string | undefined => {
+    const [id, mac] = (cookie(req, SESSION_COOKIE) ?? "").split(".");
+    return id && mac && constantTimeEqualStrings(mac, sessionMac(id)) ? id : undefined;
+  };
 
   const send = (res: AnyResponse, status: number, html: string, extra: Record<string, string> = {}) => {
     res.statusCode = status;
@@ -172,6 +254,7 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
   };
 
   const fail = (req: Req, res: AnyResponse, requestId: string, err: ApiError, html: string) => {
+    if (err.retryAfterSeconds !== undefined) res.setHeader("retry-after", String(err.retryAfterSeconds));
     if (wantsJson(req)) {
       const body = restErrorBody(err, requestId);
       res.statusCode = err.httpStatus;
@@ -199,6 +282,50 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
   };
 
   return {
+    /**
+     * Serves `GET /prompt/{token}`: opens a prompt session the platform minted for a person it signed in
+     * (once), keeps it in a cookie, and sends the browser on to the consent link's page.
+     */
+    async prompt(em: Em, req: Req, res: AnyResponse, requestId: string): Promise<void> {
+      const token = decodeURIComponent((req.url ?? "").split("?")[0]?.slice("/prompt/".length) ?? "");
+      if (req.method !== "GET" && req.method !== "HEAD") {
+        res.setHeader("allow", "GET");
+        return send(res, 405, message("Not allowed", "Open the link in your app."));
+      }
+      try {
+        const opened = await links.openPrompt(em, token);
+        const secure = (req.headers["x-forwarded-proto"] ?? "") === "https" ? "; Secure" : "";
+        res.statusCode = 303;
+        // Lax: the dashboard opens this from its own site, and the page it leads to must see the cookie.
+        res.setHeader(
+          "set-cookie",
+          `${SESSION_COOKIE}=${opened.sessionId}.${sessionMac(opened.sessionId)}; Path=/consent; HttpOnly; SameSite=Lax; Max-Age=900${secure}`,
+        );
+        res.setHeader("location", `/consent/${encodeURIComponent(opened.linkToken)}`);
+        res.setHeader("cache-control", "no-store");
+        res.setHeader("referrer-policy", "no-referrer");
+        res.setHeader("content-length", 0);
+        return void res.end("");
+      } catch (err) {
+        if (isApiError(err))
+          return fail(
+            req,
+            res,
+            requestId,
+            err,
+            message("This link has expired", "Open the request again in your app."),
+          );
+        logger.error("prompt page failed", { requestId, err });
+        return fail(
+          req,
+          res,
+          requestId,
+          new ApiError("internal"),
+          message("Something went wrong", "Please try again in a moment."),
+        );
+      }
+    },
+
     /** Serves `GET` and `POST /consent/{token}`, on `em`, the request's unit of work. */
     async handle(em: Em, req: Req, res: AnyResponse, requestId: string): Promise<void> {
       const token = decodeURIComponent((req.url ?? "").split("?")[0]?.slice("/consent/".length) ?? "");
@@ -212,7 +339,10 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
           const secure = view.link.url.startsWith("https:") ? "; Secure" : "";
           // Browsers apply form-action to the redirect that follows the post, so the partner's page is allowed.
           const redirectOrigin = view.link.redirectUrl ? ` ${new URL(view.link.redirectUrl).origin}` : "";
-          return send(res, 200, consentForm(view, sign(token, nonce), token), {
+          const session = sessionOf(req);
+          const signedIn = session !== undefined && (await links.sessionFits(em, token, session));
+          const page = signedIn ? sessionPage : introPage;
+          return send(res, 200, page(view, sign(token, nonce), token), {
             "set-cookie": `${CSRF_COOKIE}=${nonce}; Path=/consent; HttpOnly; SameSite=Strict; Max-Age=3600${secure}`,
             "content-security-policy": `default-src 'none'; style-src 'unsafe-inline'; form-action 'self'${redirectOrigin}; frame-ancestors 'none'; base-uri 'none'`,
           });
@@ -237,8 +367,13 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
             ),
           );
         }
+        const csrf = presented;
+        if (form.get("step") === "send") {
+          await links.sendCode(em, token);
+          return send(res, 200, codePage(await links.page(em, token), csrf, token));
+        }
         const decision = form.get("decision");
-        if (decision !== "accept" && decision !== "decline") {
+        if (form.get("step") !== "decide" || (decision !== "accept" && decision !== "decline")) {
           return fail(
             req,
             res,
@@ -247,16 +382,54 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
             message("Please choose", "Choose allow or don't allow."),
           );
         }
-        const result = await links.decide(em, token, decision === "accept");
-        if (result.outcome === "no_account") {
-          return send(
+        const shown = await links.page(em, token);
+        const session = sessionOf(req);
+        const viaSession = session !== undefined && (await links.sessionFits(em, token, session));
+        const result = viaSession
+          ? await links.decideWithSession(em, token, decision === "accept", session, {
+              ip: req.socket?.remoteAddress,
+              userAgent: String(req.headers["user-agent"] ?? "").slice(0, 512) || undefined,
+              terms: termsBlock(shown),
+            })
+          : await links.decide(em, token, decision === "accept", {
+              code: (form.get("code") ?? "").trim(),
+              ip: req.socket?.remoteAddress,
+              userAgent: String(req.headers["user-agent"] ?? "").slice(0, 512) || undefined,
+              terms: termsBlock(shown),
+            });
+        if (result.outcome === "not_this_person") {
+          return fail(
+            req,
             res,
-            409,
+            requestId,
+            new ApiError("permission_denied", "This request was sent to another person."),
             message(
-              "We could not find your account",
-              "This link was sent to a phone number that has no account on the platform. Contact the lender.",
+              "This request is for someone else",
+              "It was sent to another phone number than the one on your account, so you cannot answer it.",
             ),
           );
+        }
+        if (result.outcome === "wrong_code" || result.outcome === "code_expired") {
+          const problem =
+            result.outcome === "wrong_code"
+              ? `That code is not right. ${result.triesLeft} ${result.triesLeft === 1 ? "try" : "tries"} left.`
+              : "That code has expired or was already used. Send a new code.";
+          const err = validationFailed({ code: problem });
+          if (wantsJson(req)) return fail(req, res, requestId, err, "");
+          return send(res, 422, codePage(shown, csrf, token, problem));
+        }
+        if (result.outcome === "locked") {
+          return fail(
+            req,
+            res,
+            requestId,
+            new ApiError("consent_link_gone", undefined, { details: { status: "LOCKED" } }),
+            gonePage(result.link),
+          );
+        }
+        if (result.outcome === "no_account") {
+          // Not reached: a phone with no account never passes the code step.
+          return fail(req, res, requestId, new ApiError("consent_link_gone"), gonePage(result.link));
         }
         const redirect = result.link.redirectUrl;
         if (redirect) {
@@ -299,6 +472,19 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
             requestId,
             err,
             message("Link not found", "Check that you opened the whole link from your messages."),
+          );
+        }
+        if (isApiError(err) && err.code === "rate_limited") {
+          const minutes = Math.max(1, Math.ceil((err.retryAfterSeconds ?? 60) / 60));
+          return fail(
+            req,
+            res,
+            requestId,
+            err,
+            message(
+              "Too many codes",
+              `For your safety no more codes can be sent for now. Try again in ${minutes} ${minutes === 1 ? "minute" : "minutes"}.`,
+            ),
           );
         }
         if (isApiError(err))

@@ -105,6 +105,11 @@ export const consentRepository = {
   },
 
   /** A link by the hash of its URL's token, whoever's it is (the person opening the page). */
+  /** A link of any tenant (the platform's prompt names it by id). */
+  findAnyLink(em: Em, id: string, lock = false): Promise<ConsentLink | null> {
+    return em.findOne(ConsentLinkEntity, { id }, { ...(lock ? forUpdate : {}), ...everyTenant });
+  },
+
   findLinkByToken(em: Em, tokenHash: Buffer, lock = false): Promise<ConsentLink | null> {
     return em.findOne(ConsentLinkEntity, { tokenHash }, { ...(lock ? forUpdate : {}), ...everyTenant });
   },

@@ -1,6 +1,8 @@
 import type { PartnerService } from "../partners/partner.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
+import type { SecretBox } from "../platform/crypto/secret-box.ts";
+import { sha256 } from "../platform/crypto/tokens.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { inTransaction } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
@@ -8,7 +10,7 @@ import { isId, newId } from "../platform/ids.ts";
 import type { Environment, Tenant } from "../platform/tenancy.ts";
 import type { UserService } from "../users/user.service.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
-import type { Consent } from "./consent.entity.ts";
+import type { AuthMethod, Consent } from "./consent.entity.ts";
 import { consentRepository as repo } from "./consent.repository.ts";
 import { scopes as allScopes, isScope, type Scope } from "./scopes.ts";
 
@@ -35,6 +37,21 @@ export function consentRefusal(
   if (consent.status === "EXPIRED" || new Date(consent.expiresAt).getTime() <= now.getTime())
     return "consent_expired";
   return undefined;
+}
+
+/** Binds a consent's sealed evidence to the consent. */
+export const evidenceAad = (consentId: string) => `consent-evidence:${consentId}`;
+
+/** What is kept of how a consent was given (CONTRACT.md §4). */
+export interface ConsentEvidence {
+  method: AuthMethod;
+  /** When the person proved who they were (unset: as the consent is written). */
+  at?: Date | undefined;
+  /** Where the decision came from (sealed; operators only). */
+  ip?: string | undefined;
+  userAgent?: string | undefined;
+  /** The exact terms shown, as text; only its SHA-256 is kept. */
+  terms: string;
 }
 
 /** A consent lasts a year unless the grant says otherwise. */
@@ -79,8 +96,10 @@ export function createConsentService({
   outbox,
   users,
   partners,
+  box,
 }: {
   clock: Clock;
+  box: SecretBox;
   outbox: Outbox;
   users: UserService;
   partners: PartnerService;
@@ -134,6 +153,8 @@ export function createConsentService({
         userId: string;
         source: "DASHBOARD" | "CONSENT_LINK";
         expiresAt?: Date | undefined;
+        /** How the person proved who they were, and what they were shown. */
+        evidence: ConsentEvidence;
       },
     ): Promise<Consent> {
       const terms = checkGrantTerms(input);
@@ -167,6 +188,21 @@ export function createConsentService({
           revokedAt: null,
           revokedBy: null,
           supersededBy: null,
+          authMethod: input.evidence.method,
+          authenticatedAt: input.evidence.at ?? now,
+          evidenceEnc:
+            input.evidence.ip || input.evidence.userAgent
+              ? box.seal(
+                  Buffer.from(
+                    JSON.stringify({
+                      ip: input.evidence.ip ?? "",
+                      userAgent: input.evidence.userAgent ?? "",
+                    }),
+                  ),
+                  evidenceAad(id),
+                )
+              : null,
+          termsHash: sha256(input.evidence.terms),
         });
         if (previous) {
           previous.supersededBy = id;

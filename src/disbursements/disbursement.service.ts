@@ -1,8 +1,9 @@
 import type { BookKind, BooksService } from "../books/books.service.ts";
 import type { ConsentService } from "../consent/consent.service.ts";
-import type { PartnerService } from "../partners/partner.service.ts";
+import type { LendingTerms, PartnerService } from "../partners/partner.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
+import { addDays, isCalendarDate, lagosDay } from "../platform/dates.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { failpoint } from "../platform/failpoints.ts";
@@ -58,7 +59,6 @@ export interface DisbursementInput {
 
 const MAX_PRINCIPAL = 1_000_000_000_000n;
 const REFERENCE = /^[\x21-\x7e]{1,64}$/;
-const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
 /** What {@link createDisbursementService} returns. */
 export type DisbursementService = ReturnType<typeof createDisbursementService>;
@@ -85,7 +85,12 @@ export function createDisbursementService(o: {
 }) {
   const { clock, jobs, outbox } = o;
 
-  const validate = (input: DisbursementInput, now: Date) => {
+  /**
+   * The request's own shape, then the bounds that hold even for a schedule the person accepts (CONTRACT.md
+   * §6): real dates, the first from tomorrow in Lagos, the last within the partner's tenor, and a total
+   * repayable within the partner's cost cap.
+   */
+  const validate = (input: DisbursementInput, now: Date, terms?: LendingTerms) => {
     const problems: Record<string, string> = {};
     if (input.principalKobo <= 0n || input.principalKobo > MAX_PRINCIPAL)
       problems.principalKobo = "must be 1 to 1000000000000 kobo";
@@ -94,20 +99,39 @@ export function createDisbursementService(o: {
     const accepted = Date.parse(input.scheduleAcceptedAt);
     if (Number.isNaN(accepted) || accepted > now.getTime() + 5 * ms.minute)
       problems.scheduleAcceptedAt = "must be an RFC 3339 time, not in the future";
-    const today = now.toISOString().slice(0, 10);
+    const today = lagosDay(now);
+    // Without the partner's terms (the check before any query), only the request's own shape.
+    const lastAllowed = terms ? addDays(today, terms.maxTenorDays) : "9999-12-31";
     if (input.installments.length < 1 || input.installments.length > 60)
       problems.repaymentSchedule = "must have 1 to 60 installments";
     let previous = today;
+    let total = 0n;
     input.installments.forEach((inst, i) => {
-      if (!DATE.test(inst.dueDate) || Number.isNaN(Date.parse(`${inst.dueDate}T00:00:00Z`)))
-        problems[`repaymentSchedule.installments[${i}].dueDate`] = "must be a date YYYY-MM-DD";
+      const at = `repaymentSchedule.installments[${i}]`;
+      if (!isCalendarDate(inst.dueDate)) problems[`${at}.dueDate`] = "must be a real date YYYY-MM-DD";
       else if (inst.dueDate <= previous)
-        problems[`repaymentSchedule.installments[${i}].dueDate`] =
-          "must be after the previous installment (the first after today)";
+        problems[`${at}.dueDate`] =
+          i === 0
+            ? `must be tomorrow (${addDays(today, 1)}, Lagos time) or later`
+            : "must be after the previous installment";
+      else if (inst.dueDate > lastAllowed)
+        problems[`${at}.dueDate`] =
+          `must be on or before ${lastAllowed}, ${terms?.maxTenorDays ?? 365} days from today (the partner's tenor)`;
       else previous = inst.dueDate;
-      if (inst.amountKobo <= 0n)
-        problems[`repaymentSchedule.installments[${i}].amountKobo`] = "must be positive";
+      if (inst.amountKobo <= 0n) problems[`${at}.amountKobo`] = "must be positive";
+      else total += inst.amountKobo;
     });
+    // total ≤ principal × (1 + maxCostBps / 10 000), in integers.
+    const maxCostBps = BigInt(terms?.maxCostBps ?? 5_000);
+    if (
+      terms &&
+      !problems.principalKobo &&
+      total * 10_000n > input.principalKobo * (10_000n + maxCostBps) &&
+      !Object.keys(problems).some((k) => k.endsWith("amountKobo"))
+    ) {
+      const cap = (input.principalKobo * (10_000n + maxCostBps)) / 10_000n;
+      problems.repaymentSchedule = `the total repayable (${total} kobo) may not exceed ${cap} kobo: the principal plus the partner's cap of ${maxCostBps} basis points`;
+    }
     if (Object.keys(problems).length) throw validationFailed(problems);
   };
 
@@ -148,7 +172,9 @@ export function createDisbursementService(o: {
         throw new ApiError("unavailable", `No payment provider is configured for ${caller.environment}.`);
       }
       await o.consents.assertActive(tx, caller, input.userId);
-      const rate = await o.partners.feeRateBps(tx, caller.partnerId);
+      const terms = await o.partners.lendingTerms(tx, caller.partnerId);
+      validate(input, now, terms);
+      const rate = terms.feeRateBps;
       if (provider.needsInstruments) {
         // The platform's instruments for the user: a payout is not started that could not be paid or repaid.
         const onFile = await o.instruments.onFile(tx, input.userId);

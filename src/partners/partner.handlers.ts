@@ -7,7 +7,14 @@ import type { Partner } from "./partner.entity.ts";
 import type { PartnerService as Partners } from "./partner.service.ts";
 
 function toPartner(p: Partner): MessageInitShape<typeof PartnerSchema> {
-  return { id: p.id, name: p.name, feeRateBps: p.feeRateBps, createdAt: timestampFromDate(p.createdAt) };
+  return {
+    id: p.id,
+    name: p.name,
+    feeRateBps: p.feeRateBps,
+    createdAt: timestampFromDate(p.createdAt),
+    maxCostBps: p.maxCostBps,
+    maxTenorDays: p.maxTenorDays,
+  };
 }
 
 /** `internal.v1.PartnerService`. */
@@ -18,6 +25,15 @@ export function createPartnerHandlers(partners: Partners): ServiceImpl<typeof Pa
     },
     async listPartners(_req, ctx) {
       return { partners: (await partners.list(emOf(ctx.values))).map(toPartner) };
+    },
+    async setPartnerTerms(req, ctx) {
+      const partner = await partners.setTerms(
+        emOf(ctx.values),
+        req.partnerId,
+        req.maxCostBps,
+        req.maxTenorDays,
+      );
+      return { partner: toPartner(partner) };
     },
     async setPartnerFee(req, ctx) {
       return { partner: toPartner(await partners.setFee(emOf(ctx.values), req.partnerId, req.feeRateBps)) };

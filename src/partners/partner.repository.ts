@@ -8,12 +8,19 @@ export const partnerRepository = {
     return em.findOne(PartnerEntity, { id });
   },
 
-  /** A partner's fee rate. Raw: it is read on every disbursement create, a hot path. */
-  async feeRateBps(em: Em, id: string): Promise<number | undefined> {
-    const [row] = await sql<{ fee_rate_bps: number }>(em, "select fee_rate_bps from partners where id = $1", [
-      id,
-    ]);
-    return row?.fee_rate_bps;
+  /** A partner's fee rate and caps. Raw: they are read on every disbursement create, a hot path. */
+  async lendingTerms(
+    em: Em,
+    id: string,
+  ): Promise<{ feeRateBps: number; maxCostBps: number; maxTenorDays: number } | undefined> {
+    const [row] = await sql<{ fee_rate_bps: number; max_cost_bps: number; max_tenor_days: number }>(
+      em,
+      "select fee_rate_bps, max_cost_bps, max_tenor_days from partners where id = $1",
+      [id],
+    );
+    return (
+      row && { feeRateBps: row.fee_rate_bps, maxCostBps: row.max_cost_bps, maxTenorDays: row.max_tenor_days }
+    );
   },
 
   /** Every partner but `except`, oldest first. */

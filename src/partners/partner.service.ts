@@ -6,6 +6,18 @@ import { FIXTURE_LENDER_ID } from "../sandbox/fixtures.ts";
 import type { Partner } from "./partner.entity.ts";
 import { partnerRepository as repo } from "./partner.repository.ts";
 
+/** A partner's fee rate and lending caps (CONTRACT.md §6). */
+export interface LendingTerms {
+  feeRateBps: number;
+  /** The most the total repayable may exceed the principal, in basis points of the principal. */
+  maxCostBps: number;
+  /** The latest a last installment may fall, in days after creation. */
+  maxTenorDays: number;
+}
+
+/** The caps a partner has until the operator sets its own. */
+export const DEFAULT_TERMS = { maxCostBps: 5_000, maxTenorDays: 365 } as const;
+
 /** Options for {@link createPartnerService}. */
 export interface PartnerServiceOptions {
   clock: Clock;
@@ -30,7 +42,14 @@ export function createPartnerService({ clock }: PartnerServiceOptions) {
         throw validationFailed({ name: "must be 1 to 200 characters" });
       }
       checkFee(feeRateBps);
-      return repo.insert(em, { id: newId("ptn"), name: trimmed, feeRateBps, createdAt: clock.now() });
+      return repo.insert(em, {
+        id: newId("ptn"),
+        name: trimmed,
+        feeRateBps,
+        createdAt: clock.now(),
+        maxCostBps: DEFAULT_TERMS.maxCostBps,
+        maxTenorDays: DEFAULT_TERMS.maxTenorDays,
+      });
     },
 
     /** The partners, oldest first; the sandbox fixture lender (a record, never a caller) is left out. */
@@ -45,11 +64,26 @@ export function createPartnerService({ clock }: PartnerServiceOptions) {
       return partner;
     },
 
-    /** A partner's current fee rate (fixed on each disbursement as it is created), or `not_found`. */
-    async feeRateBps(em: Em, partnerId: string): Promise<number> {
-      const rate = await repo.feeRateBps(em, partnerId);
-      if (rate === undefined) throw new ApiError("not_found", `No partner ${partnerId}.`);
-      return rate;
+    /** A partner's current fee rate and lending caps, checked and fixed as a disbursement is created. */
+    async lendingTerms(em: Em, partnerId: string): Promise<LendingTerms> {
+      const terms = await repo.lendingTerms(em, partnerId);
+      if (!terms) throw new ApiError("not_found", `No partner ${partnerId}.`);
+      return terms;
+    },
+
+    /** Sets a partner's lending caps for disbursements created from now on. */
+    async setTerms(em: Em, partnerId: string, maxCostBps: number, maxTenorDays: number): Promise<Partner> {
+      const problems: Record<string, string> = {};
+      if (!Number.isInteger(maxCostBps) || maxCostBps < 0 || maxCostBps > 100_000)
+        problems.maxCostBps = "must be an integer from 0 to 100000 basis points";
+      if (!Number.isInteger(maxTenorDays) || maxTenorDays < 1 || maxTenorDays > 1825)
+        problems.maxTenorDays = "must be an integer from 1 to 1825 days";
+      if (Object.keys(problems).length) throw validationFailed(problems);
+      const partner = isId("ptn", partnerId) ? await repo.find(em, partnerId) : null;
+      if (!partner) throw new ApiError("not_found", `No partner ${partnerId}.`);
+      Object.assign(partner, { maxCostBps, maxTenorDays });
+      await repo.save(em);
+      return partner;
     },
 
     /** Creates a partner with a fixed id unless it exists (the sandbox's fixture lender, a record, never a caller). */

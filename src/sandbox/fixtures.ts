@@ -1,6 +1,6 @@
 import type { DisbursementService } from "../disbursements/disbursement.service.ts";
 import type { LedgerEntryInput, LedgerService } from "../ledger/ledger.service.ts";
-import type { PartnerService } from "../partners/partner.service.ts";
+import { DEFAULT_TERMS, type PartnerService } from "../partners/partner.service.ts";
 import { ms } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import type { Logger } from "../platform/logger.ts";
@@ -334,6 +334,7 @@ export function createSandboxFixtures(o: {
         name: "Sandbox fixture lender",
         feeRateBps: 0,
         createdAt: now,
+        ...DEFAULT_TERMS,
       });
       for (const u of users) {
         for (const [n, loan] of u.loans.entries()) {

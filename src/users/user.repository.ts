@@ -46,6 +46,16 @@ export const userRepository = {
     return user?.id;
   },
 
+  /** The user with this phone number in the environment, with the sealed number. */
+  async sealedPhoneOf(
+    em: Em,
+    environment: Environment,
+    phoneHash: Buffer,
+  ): Promise<{ id: string; phoneEnc: Buffer } | undefined> {
+    const user = await em.findOne(UserEntity, { environment, phoneHash }, { fields: ["id", "phoneEnc"] });
+    return user ? { id: user.id, phoneEnc: user.phoneEnc } : undefined;
+  },
+
   /** Those of these users that exist. */
   async existing(em: Em, userIds: string[]): Promise<Set<string>> {
     const rows = await em.find(UserEntity, { id: { $in: [...new Set(userIds)] } }, { fields: ["id"] });

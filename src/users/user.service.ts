@@ -78,6 +78,20 @@ export function createUserService(o: { clock: Clock; box: SecretBox; phoneKey: B
       return repo.byPhone(em, environment, phoneHashValue);
     },
 
+    /**
+     * The number the platform holds for the user with this phone hash, and the user's id: where a one-time
+     * code is sent (never a number a partner typed).
+     */
+    async phoneOf(
+      em: Em,
+      environment: Environment,
+      phoneHashValue: Buffer,
+    ): Promise<{ userId: string; phoneNumber: string } | undefined> {
+      const user = await repo.sealedPhoneOf(em, environment, phoneHashValue);
+      if (!user) return undefined;
+      return { userId: user.id, phoneNumber: o.box.open(user.phoneEnc, phoneAad(user.id)).toString("utf8") };
+    },
+
     /** Those of these users that exist. */
     existing(em: Em, userIds: string[]): Promise<Set<string>> {
       return repo.existing(em, userIds);

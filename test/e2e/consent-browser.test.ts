@@ -74,7 +74,7 @@ async function newLink(phoneNumber: string, hours = 24) {
 /** A small phone's screen. */
 async function phonePage(): Promise<Page> {
   const context = await browser.newContext({
-    viewport: { width: 360, height: 640 },
+    viewport: { width: 320, height: 640 },
     isMobile: true,
     hasTouch: true,
     bypassCSP: true,
@@ -108,8 +108,25 @@ describe.skipIf(!haveBrowser)("the consent page in Chromium", () => {
     expect(text).toContain("up to the last 180 days");
     expect(text).toContain("No lender is named");
     expect(await accessibilityViolations(page)).toEqual([]);
-    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(360);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(320);
+    // Nothing can be decided before the person proves who they are.
+    expect(await page.getByRole("button", { name: /^Allow/ }).count()).toBe(0);
 
+    await page.getByRole("button", { name: "Text me a code" }).click();
+    const code = page.getByLabel("Code");
+    await code.waitFor();
+    expect(await code.getAttribute("autocomplete")).toBe("one-time-code");
+    expect(await code.getAttribute("inputmode")).toBe("numeric");
+    expect(await accessibilityViolations(page)).toEqual([]);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(320);
+
+    // A wrong code: told so, on an accessible page, and nothing is granted.
+    await code.fill("111111");
+    await page.getByRole("button", { name: /^Allow Kobo Credit/ }).click();
+    await page.getByText("That code is not right. 4 tries left.").waitFor();
+    expect(await accessibilityViolations(page)).toEqual([]);
+
+    await page.getByLabel("Code").fill("000000");
     await page.getByRole("button", { name: /^Allow Kobo Credit/ }).click();
     await page.getByRole("heading", { name: "Thank you" }).waitFor();
 
@@ -143,6 +160,8 @@ describe.skipIf(!haveBrowser)("the consent page in Chromium", () => {
     const link = await newLink(u.phoneNumber);
     const page = await phonePage();
     await page.goto(link.url);
+    await page.getByRole("button", { name: "Text me a code" }).click();
+    await page.getByLabel("Code").fill("000000");
     await page.getByRole("button", { name: "Don't allow" }).click();
     await page.getByRole("heading", { name: "Done" }).waitFor();
     const after = await rest(t.partnerUrl, "GET", `/partner/v1/consent-links/${link.id}`, {
@@ -163,6 +182,8 @@ describe.skipIf(!haveBrowser)("the consent page in Chromium", () => {
     const link = await newLink(u.phoneNumber, 1);
     const page = await phonePage();
     await page.goto(link.url);
+    await page.getByRole("button", { name: "Text me a code" }).click();
+    await page.getByLabel("Code").fill("000000");
     clock.advance(ms.hour + 1);
     // The person opened the page before it expired and presses Allow after: refused.
     await page.getByRole("button", { name: /^Allow/ }).click();

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file internal/v1/partners.proto.
  */
 export const file_internal_v1_partners: GenFile = /*@__PURE__*/
-  fileDesc("ChppbnRlcm5hbC92MS9wYXJ0bmVycy5wcm90bxILaW50ZXJuYWwudjEiaQoHUGFydG5lchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhQKDGZlZV9yYXRlX2JwcxgDIAEoBRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI6ChRDcmVhdGVQYXJ0bmVyUmVxdWVzdBIMCgRuYW1lGAEgASgJEhQKDGZlZV9yYXRlX2JwcxgCIAEoBSI+ChVDcmVhdGVQYXJ0bmVyUmVzcG9uc2USJQoHcGFydG5lchgBIAEoCzIULmludGVybmFsLnYxLlBhcnRuZXIiFQoTTGlzdFBhcnRuZXJzUmVxdWVzdCI+ChRMaXN0UGFydG5lcnNSZXNwb25zZRImCghwYXJ0bmVycxgBIAMoCzIULmludGVybmFsLnYxLlBhcnRuZXIiQAoUU2V0UGFydG5lckZlZVJlcXVlc3QSEgoKcGFydG5lcl9pZBgBIAEoCRIUCgxmZWVfcmF0ZV9icHMYAiABKAUiPgoVU2V0UGFydG5lckZlZVJlc3BvbnNlEiUKB3BhcnRuZXIYASABKAsyFC5pbnRlcm5hbC52MS5QYXJ0bmVyMpUCCg5QYXJ0bmVyU2VydmljZRJWCg1DcmVhdGVQYXJ0bmVyEiEuaW50ZXJuYWwudjEuQ3JlYXRlUGFydG5lclJlcXVlc3QaIi5pbnRlcm5hbC52MS5DcmVhdGVQYXJ0bmVyUmVzcG9uc2USUwoMTGlzdFBhcnRuZXJzEiAuaW50ZXJuYWwudjEuTGlzdFBhcnRuZXJzUmVxdWVzdBohLmludGVybmFsLnYxLkxpc3RQYXJ0bmVyc1Jlc3BvbnNlElYKDVNldFBhcnRuZXJGZWUSIS5pbnRlcm5hbC52MS5TZXRQYXJ0bmVyRmVlUmVxdWVzdBoiLmludGVybmFsLnYxLlNldFBhcnRuZXJGZWVSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChppbnRlcm5hbC92MS9wYXJ0bmVycy5wcm90bxILaW50ZXJuYWwudjEilwEKB1BhcnRuZXISCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIUCgxmZWVfcmF0ZV9icHMYAyABKAUSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbWF4X2Nvc3RfYnBzGAUgASgFEhYKDm1heF90ZW5vcl9kYXlzGAYgASgFIjoKFENyZWF0ZVBhcnRuZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSFAoMZmVlX3JhdGVfYnBzGAIgASgFIj4KFUNyZWF0ZVBhcnRuZXJSZXNwb25zZRIlCgdwYXJ0bmVyGAEgASgLMhQuaW50ZXJuYWwudjEuUGFydG5lciIVChNMaXN0UGFydG5lcnNSZXF1ZXN0Ij4KFExpc3RQYXJ0bmVyc1Jlc3BvbnNlEiYKCHBhcnRuZXJzGAEgAygLMhQuaW50ZXJuYWwudjEuUGFydG5lciJAChRTZXRQYXJ0bmVyRmVlUmVxdWVzdBISCgpwYXJ0bmVyX2lkGAEgASgJEhQKDGZlZV9yYXRlX2JwcxgCIAEoBSI+ChVTZXRQYXJ0bmVyRmVlUmVzcG9uc2USJQoHcGFydG5lchgBIAEoCzIULmludGVybmFsLnYxLlBhcnRuZXIiWgoWU2V0UGFydG5lclRlcm1zUmVxdWVzdBISCgpwYXJ0bmVyX2lkGAEgASgJEhQKDG1heF9jb3N0X2JwcxgCIAEoBRIWCg5tYXhfdGVub3JfZGF5cxgDIAEoBSJAChdTZXRQYXJ0bmVyVGVybXNSZXNwb25zZRIlCgdwYXJ0bmVyGAEgASgLMhQuaW50ZXJuYWwudjEuUGFydG5lcjLzAgoOUGFydG5lclNlcnZpY2USVgoNQ3JlYXRlUGFydG5lchIhLmludGVybmFsLnYxLkNyZWF0ZVBhcnRuZXJSZXF1ZXN0GiIuaW50ZXJuYWwudjEuQ3JlYXRlUGFydG5lclJlc3BvbnNlElMKDExpc3RQYXJ0bmVycxIgLmludGVybmFsLnYxLkxpc3RQYXJ0bmVyc1JlcXVlc3QaIS5pbnRlcm5hbC52MS5MaXN0UGFydG5lcnNSZXNwb25zZRJWCg1TZXRQYXJ0bmVyRmVlEiEuaW50ZXJuYWwudjEuU2V0UGFydG5lckZlZVJlcXVlc3QaIi5pbnRlcm5hbC52MS5TZXRQYXJ0bmVyRmVlUmVzcG9uc2USXAoPU2V0UGFydG5lclRlcm1zEiMuaW50ZXJuYWwudjEuU2V0UGFydG5lclRlcm1zUmVxdWVzdBokLmludGVybmFsLnYxLlNldFBhcnRuZXJUZXJtc1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * Partner is a lending partner.
@@ -47,6 +47,21 @@ export type Partner = Message<"internal.v1.Partner"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 4;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * The most the total repayable may exceed the principal, in basis points of the principal (default 5000:
+   * at most 1.5 times the principal is repaid). 0 to 100000.
+   *
+   * @generated from field: int32 max_cost_bps = 5;
+   */
+  maxCostBps: number;
+
+  /**
+   * The latest a last installment may fall, in days after the disbursement is created (default 365). 1 to 1825.
+   *
+   * @generated from field: int32 max_tenor_days = 6;
+   */
+  maxTenorDays: number;
 };
 
 /**
@@ -191,6 +206,62 @@ export const SetPartnerFeeResponseSchema: GenMessage<SetPartnerFeeResponse> = /*
   messageDesc(file_internal_v1_partners, 6);
 
 /**
+ * SetPartnerTermsRequest names the partner and its new caps.
+ *
+ * @generated from message internal.v1.SetPartnerTermsRequest
+ */
+export type SetPartnerTermsRequest = Message<"internal.v1.SetPartnerTermsRequest"> & {
+  /**
+   * `ptn_` id.
+   *
+   * @generated from field: string partner_id = 1;
+   */
+  partnerId: string;
+
+  /**
+   * 0 to 100000 basis points of the principal.
+   *
+   * @generated from field: int32 max_cost_bps = 2;
+   */
+  maxCostBps: number;
+
+  /**
+   * 1 to 1825 days.
+   *
+   * @generated from field: int32 max_tenor_days = 3;
+   */
+  maxTenorDays: number;
+};
+
+/**
+ * Describes the message internal.v1.SetPartnerTermsRequest.
+ * Use `create(SetPartnerTermsRequestSchema)` to create a new message.
+ */
+export const SetPartnerTermsRequestSchema: GenMessage<SetPartnerTermsRequest> = /*@__PURE__*/
+  messageDesc(file_internal_v1_partners, 7);
+
+/**
+ * SetPartnerTermsResponse holds the partner as it now is.
+ *
+ * @generated from message internal.v1.SetPartnerTermsResponse
+ */
+export type SetPartnerTermsResponse = Message<"internal.v1.SetPartnerTermsResponse"> & {
+  /**
+   * The updated partner.
+   *
+   * @generated from field: internal.v1.Partner partner = 1;
+   */
+  partner?: Partner | undefined;
+};
+
+/**
+ * Describes the message internal.v1.SetPartnerTermsResponse.
+ * Use `create(SetPartnerTermsResponseSchema)` to create a new message.
+ */
+export const SetPartnerTermsResponseSchema: GenMessage<SetPartnerTermsResponse> = /*@__PURE__*/
+  messageDesc(file_internal_v1_partners, 8);
+
+/**
  * PartnerService manages lending partners and their contract terms. Internal API only (CONTRACT.md §9):
  * served on the internal listener, behind the service token, never on the partner listener.
  *
@@ -226,6 +297,18 @@ export const PartnerService: GenService<{
     methodKind: "unary";
     input: typeof SetPartnerFeeRequestSchema;
     output: typeof SetPartnerFeeResponseSchema;
+  },
+  /**
+   * Changes a partner's lending caps (CONTRACT.md §6), checked on every disbursement created from now on:
+   * the total repayable may not pass the principal by more than `max_cost_bps`, and the last installment may
+   * not fall more than `max_tenor_days` after creation.
+   *
+   * @generated from rpc internal.v1.PartnerService.SetPartnerTerms
+   */
+  setPartnerTerms: {
+    methodKind: "unary";
+    input: typeof SetPartnerTermsRequestSchema;
+    output: typeof SetPartnerTermsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_internal_v1_partners, 0);

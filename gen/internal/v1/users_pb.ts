@@ -14,7 +14,70 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file internal/v1/users.proto.
  */
 export const file_internal_v1_users: GenFile = /*@__PURE__*/
-  fileDesc("ChdpbnRlcm5hbC92MS91c2Vycy5wcm90bxILaW50ZXJuYWwudjEiiwEKEVVwc2VydFVzZXJSZXF1ZXN0EgoKAmlkGAEgASgJEhQKDHBob25lX251bWJlchgCIAEoCRIPCgdzZWdtZW50GAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2Vudmlyb25tZW50GAUgASgJIjEKElVwc2VydFVzZXJSZXNwb25zZRIKCgJpZBgBIAEoCRIPCgdjcmVhdGVkGAIgASgIIqIBChxTZXRQYXltZW50SW5zdHJ1bWVudHNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSGwoTYmFua19yZWNpcGllbnRfY29kZRgCIAEoCRIdChV3YWxsZXRfcmVjaXBpZW50X2NvZGUYAyABKAkSIAoYZGViaXRfYXV0aG9yaXphdGlvbl9jb2RlGAQgASgJEhMKC2RlYml0X2VtYWlsGAUgASgJIkwKHVNldFBheW1lbnRJbnN0cnVtZW50c1Jlc3BvbnNlEgwKBGJhbmsYASABKAgSDgoGd2FsbGV0GAIgASgIEg0KBWRlYml0GAMgASgIIssBChNHcmFudENvbnNlbnRSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEgoKcGFydG5lcl9pZBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIOCgZzY29wZXMYBCADKAkSGgoSbGVkZ2VyX3dpbmRvd19kYXlzGAUgASgFEh4KFm1heF9sZWRnZXJfd2luZG93X2RheXMYBiABKAUSLgoKZXhwaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPAoUR3JhbnRDb25zZW50UmVzcG9uc2USJAoHY29uc2VudBgBIAEoCzITLnBhcnRuZXIudjEuQ29uc2VudCIqChRSZXZva2VDb25zZW50UmVxdWVzdBISCgpjb25zZW50X2lkGAEgASgJIj0KFVJldm9rZUNvbnNlbnRSZXNwb25zZRIkCgdjb25zZW50GAEgASgLMhMucGFydG5lci52MS5Db25zZW50IioKF0xpc3RVc2VyQ29uc2VudHNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkixwEKGExpc3RVc2VyQ29uc2VudHNSZXNwb25zZRI9Cghjb25zZW50cxgBIAMoCzIrLmludGVybmFsLnYxLkxpc3RVc2VyQ29uc2VudHNSZXNwb25zZS5FbnRyeRpsCgVFbnRyeRIkCgdjb25zZW50GAEgASgLMhMucGFydG5lci52MS5Db25zZW50EhIKCnBhcnRuZXJfaWQYAiABKAkSFAoMcGFydG5lcl9uYW1lGAMgASgJEhMKC2Vudmlyb25tZW50GAQgASgJMswBCgtVc2VyU2VydmljZRJNCgpVcHNlcnRVc2VyEh4uaW50ZXJuYWwudjEuVXBzZXJ0VXNlclJlcXVlc3QaHy5pbnRlcm5hbC52MS5VcHNlcnRVc2VyUmVzcG9uc2USbgoVU2V0UGF5bWVudEluc3RydW1lbnRzEikuaW50ZXJuYWwudjEuU2V0UGF5bWVudEluc3RydW1lbnRzUmVxdWVzdBoqLmludGVybmFsLnYxLlNldFBheW1lbnRJbnN0cnVtZW50c1Jlc3BvbnNlMqMCChNDb25zZW50QWRtaW5TZXJ2aWNlElMKDEdyYW50Q29uc2VudBIgLmludGVybmFsLnYxLkdyYW50Q29uc2VudFJlcXVlc3QaIS5pbnRlcm5hbC52MS5HcmFudENvbnNlbnRSZXNwb25zZRJWCg1SZXZva2VDb25zZW50EiEuaW50ZXJuYWwudjEuUmV2b2tlQ29uc2VudFJlcXVlc3QaIi5pbnRlcm5hbC52MS5SZXZva2VDb25zZW50UmVzcG9uc2USXwoQTGlzdFVzZXJDb25zZW50cxIkLmludGVybmFsLnYxLkxpc3RVc2VyQ29uc2VudHNSZXF1ZXN0GiUuaW50ZXJuYWwudjEuTGlzdFVzZXJDb25zZW50c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp, file_partner_v1_consents]);
+  fileDesc("ChdpbnRlcm5hbC92MS91c2Vycy5wcm90bxILaW50ZXJuYWwudjEiYgoaQ3JlYXRlUHJvbXB0U2Vzc2lvblJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIXCg9jb25zZW50X2xpbmtfaWQYAiABKAkSGgoSZXhwaXJlc19pbl9zZWNvbmRzGAMgASgFIloKG0NyZWF0ZVByb21wdFNlc3Npb25SZXNwb25zZRILCgN1cmwYASABKAkSLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiiwEKEVVwc2VydFVzZXJSZXF1ZXN0EgoKAmlkGAEgASgJEhQKDHBob25lX251bWJlchgCIAEoCRIPCgdzZWdtZW50GAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2Vudmlyb25tZW50GAUgASgJIjEKElVwc2VydFVzZXJSZXNwb25zZRIKCgJpZBgBIAEoCRIPCgdjcmVhdGVkGAIgASgIIqIBChxTZXRQYXltZW50SW5zdHJ1bWVudHNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSGwoTYmFua19yZWNpcGllbnRfY29kZRgCIAEoCRIdChV3YWxsZXRfcmVjaXBpZW50X2NvZGUYAyABKAkSIAoYZGViaXRfYXV0aG9yaXphdGlvbl9jb2RlGAQgASgJEhMKC2RlYml0X2VtYWlsGAUgASgJIkwKHVNldFBheW1lbnRJbnN0cnVtZW50c1Jlc3BvbnNlEgwKBGJhbmsYASABKAgSDgoGd2FsbGV0GAIgASgIEg0KBWRlYml0GAMgASgIIssBChNHcmFudENvbnNlbnRSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEgoKcGFydG5lcl9pZBgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRIOCgZzY29wZXMYBCADKAkSGgoSbGVkZ2VyX3dpbmRvd19kYXlzGAUgASgFEh4KFm1heF9sZWRnZXJfd2luZG93X2RheXMYBiABKAUSLgoKZXhwaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPAoUR3JhbnRDb25zZW50UmVzcG9uc2USJAoHY29uc2VudBgBIAEoCzITLnBhcnRuZXIudjEuQ29uc2VudCIqChRSZXZva2VDb25zZW50UmVxdWVzdBISCgpjb25zZW50X2lkGAEgASgJIj0KFVJldm9rZUNvbnNlbnRSZXNwb25zZRIkCgdjb25zZW50GAEgASgLMhMucGFydG5lci52MS5Db25zZW50IioKF0xpc3RVc2VyQ29uc2VudHNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkixwEKGExpc3RVc2VyQ29uc2VudHNSZXNwb25zZRI9Cghjb25zZW50cxgBIAMoCzIrLmludGVybmFsLnYxLkxpc3RVc2VyQ29uc2VudHNSZXNwb25zZS5FbnRyeRpsCgVFbnRyeRIkCgdjb25zZW50GAEgASgLMhMucGFydG5lci52MS5Db25zZW50EhIKCnBhcnRuZXJfaWQYAiABKAkSFAoMcGFydG5lcl9uYW1lGAMgASgJEhMKC2Vudmlyb25tZW50GAQgASgJMswBCgtVc2VyU2VydmljZRJNCgpVcHNlcnRVc2VyEh4uaW50ZXJuYWwudjEuVXBzZXJ0VXNlclJlcXVlc3QaHy5pbnRlcm5hbC52MS5VcHNlcnRVc2VyUmVzcG9uc2USbgoVU2V0UGF5bWVudEluc3RydW1lbnRzEikuaW50ZXJuYWwudjEuU2V0UGF5bWVudEluc3RydW1lbnRzUmVxdWVzdBoqLmludGVybmFsLnYxLlNldFBheW1lbnRJbnN0cnVtZW50c1Jlc3BvbnNlMo0DChNDb25zZW50QWRtaW5TZXJ2aWNlElMKDEdyYW50Q29uc2VudBIgLmludGVybmFsLnYxLkdyYW50Q29uc2VudFJlcXVlc3QaIS5pbnRlcm5hbC52MS5HcmFudENvbnNlbnRSZXNwb25zZRJWCg1SZXZva2VDb25zZW50EiEuaW50ZXJuYWwudjEuUmV2b2tlQ29uc2VudFJlcXVlc3QaIi5pbnRlcm5hbC52MS5SZXZva2VDb25zZW50UmVzcG9uc2USXwoQTGlzdFVzZXJDb25zZW50cxIkLmludGVybmFsLnYxLkxpc3RVc2VyQ29uc2VudHNSZXF1ZXN0GiUuaW50ZXJuYWwudjEuTGlzdFVzZXJDb25zZW50c1Jlc3BvbnNlEmgKE0NyZWF0ZVByb21wdFNlc3Npb24SJy5pbnRlcm5hbC52MS5DcmVhdGVQcm9tcHRTZXNzaW9uUmVxdWVzdBooLmludGVybmFsLnYxLkNyZWF0ZVByb21wdFNlc3Npb25SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_partner_v1_consents]);
+
+/**
+ * CreatePromptSessionRequest names the signed-in person and what they are to answer.
+ *
+ * @generated from message internal.v1.CreatePromptSessionRequest
+ */
+export type CreatePromptSessionRequest = Message<"internal.v1.CreatePromptSessionRequest"> & {
+  /**
+   * The person the platform has signed in.
+   *
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * The `cnl_` consent link they are to answer (of the user's environment).
+   *
+   * @generated from field: string consent_link_id = 2;
+   */
+  consentLinkId: string;
+
+  /**
+   * How long the URL may be opened, in seconds: 30 to 900 (default 300). It works once.
+   *
+   * @generated from field: int32 expires_in_seconds = 3;
+   */
+  expiresInSeconds: number;
+};
+
+/**
+ * Describes the message internal.v1.CreatePromptSessionRequest.
+ * Use `create(CreatePromptSessionRequestSchema)` to create a new message.
+ */
+export const CreatePromptSessionRequestSchema: GenMessage<CreatePromptSessionRequest> = /*@__PURE__*/
+  messageDesc(file_internal_v1_users, 0);
+
+/**
+ * CreatePromptSessionResponse holds the URL to open in the dashboard.
+ *
+ * @generated from message internal.v1.CreatePromptSessionResponse
+ */
+export type CreatePromptSessionResponse = Message<"internal.v1.CreatePromptSessionResponse"> & {
+  /**
+   * The page to open; it works once, until `expires_at`.
+   *
+   * @generated from field: string url = 1;
+   */
+  url: string;
+
+  /**
+   * When it stops working.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 2;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message internal.v1.CreatePromptSessionResponse.
+ * Use `create(CreatePromptSessionResponseSchema)` to create a new message.
+ */
+export const CreatePromptSessionResponseSchema: GenMessage<CreatePromptSessionResponse> = /*@__PURE__*/
+  messageDesc(file_internal_v1_users, 1);
 
 /**
  * UpsertUserRequest describes the user.
@@ -63,7 +126,7 @@ export type UpsertUserRequest = Message<"internal.v1.UpsertUserRequest"> & {
  * Use `create(UpsertUserRequestSchema)` to create a new message.
  */
 export const UpsertUserRequestSchema: GenMessage<UpsertUserRequest> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 0);
+  messageDesc(file_internal_v1_users, 2);
 
 /**
  * UpsertUserResponse says what happened.
@@ -91,7 +154,7 @@ export type UpsertUserResponse = Message<"internal.v1.UpsertUserResponse"> & {
  * Use `create(UpsertUserResponseSchema)` to create a new message.
  */
 export const UpsertUserResponseSchema: GenMessage<UpsertUserResponse> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 1);
+  messageDesc(file_internal_v1_users, 3);
 
 /**
  * SetPaymentInstrumentsRequest holds the provider codes; an empty field means none on file.
@@ -140,7 +203,7 @@ export type SetPaymentInstrumentsRequest = Message<"internal.v1.SetPaymentInstru
  * Use `create(SetPaymentInstrumentsRequestSchema)` to create a new message.
  */
 export const SetPaymentInstrumentsRequestSchema: GenMessage<SetPaymentInstrumentsRequest> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 2);
+  messageDesc(file_internal_v1_users, 4);
 
 /**
  * SetPaymentInstrumentsResponse says what is now on file.
@@ -175,7 +238,7 @@ export type SetPaymentInstrumentsResponse = Message<"internal.v1.SetPaymentInstr
  * Use `create(SetPaymentInstrumentsResponseSchema)` to create a new message.
  */
 export const SetPaymentInstrumentsResponseSchema: GenMessage<SetPaymentInstrumentsResponse> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 3);
+  messageDesc(file_internal_v1_users, 5);
 
 /**
  * GrantConsentRequest describes the grant.
@@ -238,7 +301,7 @@ export type GrantConsentRequest = Message<"internal.v1.GrantConsentRequest"> & {
  * Use `create(GrantConsentRequestSchema)` to create a new message.
  */
 export const GrantConsentRequestSchema: GenMessage<GrantConsentRequest> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 4);
+  messageDesc(file_internal_v1_users, 6);
 
 /**
  * GrantConsentResponse holds the new consent.
@@ -259,7 +322,7 @@ export type GrantConsentResponse = Message<"internal.v1.GrantConsentResponse"> &
  * Use `create(GrantConsentResponseSchema)` to create a new message.
  */
 export const GrantConsentResponseSchema: GenMessage<GrantConsentResponse> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 5);
+  messageDesc(file_internal_v1_users, 7);
 
 /**
  * RevokeConsentRequest names the consent.
@@ -280,7 +343,7 @@ export type RevokeConsentRequest = Message<"internal.v1.RevokeConsentRequest"> &
  * Use `create(RevokeConsentRequestSchema)` to create a new message.
  */
 export const RevokeConsentRequestSchema: GenMessage<RevokeConsentRequest> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 6);
+  messageDesc(file_internal_v1_users, 8);
 
 /**
  * RevokeConsentResponse holds the consent as it now is.
@@ -301,7 +364,7 @@ export type RevokeConsentResponse = Message<"internal.v1.RevokeConsentResponse">
  * Use `create(RevokeConsentResponseSchema)` to create a new message.
  */
 export const RevokeConsentResponseSchema: GenMessage<RevokeConsentResponse> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 7);
+  messageDesc(file_internal_v1_users, 9);
 
 /**
  * ListUserConsentsRequest names the user.
@@ -322,7 +385,7 @@ export type ListUserConsentsRequest = Message<"internal.v1.ListUserConsentsReque
  * Use `create(ListUserConsentsRequestSchema)` to create a new message.
  */
 export const ListUserConsentsRequestSchema: GenMessage<ListUserConsentsRequest> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 8);
+  messageDesc(file_internal_v1_users, 10);
 
 /**
  * ListUserConsentsResponse holds the consents with their partners.
@@ -343,7 +406,7 @@ export type ListUserConsentsResponse = Message<"internal.v1.ListUserConsentsResp
  * Use `create(ListUserConsentsResponseSchema)` to create a new message.
  */
 export const ListUserConsentsResponseSchema: GenMessage<ListUserConsentsResponse> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 9);
+  messageDesc(file_internal_v1_users, 11);
 
 /**
  * A consent and its partner's name.
@@ -385,7 +448,7 @@ export type ListUserConsentsResponse_Entry = Message<"internal.v1.ListUserConsen
  * Use `create(ListUserConsentsResponse_EntrySchema)` to create a new message.
  */
 export const ListUserConsentsResponse_EntrySchema: GenMessage<ListUserConsentsResponse_Entry> = /*@__PURE__*/
-  messageDesc(file_internal_v1_users, 9, 0);
+  messageDesc(file_internal_v1_users, 11, 0);
 
 /**
  * UserService is how the platform feeds its users to the service.
@@ -454,6 +517,19 @@ export const ConsentAdminService: GenService<{
     methodKind: "unary";
     input: typeof ListUserConsentsRequestSchema;
     output: typeof ListUserConsentsResponseSchema;
+  },
+  /**
+   * The consent prompt inside the platform's dashboard: for a person the platform has signed in, a
+   * short-lived, single-use URL that opens the hosted page of a consent link already authenticated (no code
+   * is texted). The decision is recorded with `PLATFORM_SESSION`, and only for this user: a session cannot
+   * decide a link sent to another person's phone number.
+   *
+   * @generated from rpc internal.v1.ConsentAdminService.CreatePromptSession
+   */
+  createPromptSession: {
+    methodKind: "unary";
+    input: typeof CreatePromptSessionRequestSchema;
+    output: typeof CreatePromptSessionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_internal_v1_users, 1);

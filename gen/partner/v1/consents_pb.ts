@@ -13,7 +13,7 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file partner/v1/consents.proto.
  */
 export const file_partner_v1_consents: GenFile = /*@__PURE__*/
-  fileDesc("ChlwYXJ0bmVyL3YxL2NvbnNlbnRzLnByb3RvEgpwYXJ0bmVyLnYxIvsECgdDb25zZW50EgoKAmlkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSKgoGc3RhdHVzGAMgASgOMhoucGFydG5lci52MS5Db25zZW50LlN0YXR1cxIOCgZzY29wZXMYBCADKAkSGgoSbGVkZ2VyX3dpbmRvd19kYXlzGAUgASgFEh4KFm1heF9sZWRnZXJfd2luZG93X2RheXMYBiABKAUSKgoGc291cmNlGAcgASgOMhoucGFydG5lci52MS5Db25zZW50LlNvdXJjZRIuCgpncmFudGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCgpyZXZva2VkX2J5GAsgASgOMh0ucGFydG5lci52MS5Db25zZW50LlJldm9rZWRCeRIVCg1zdXBlcnNlZGVkX2J5GAwgASgJIkYKBlN0YXR1cxIWChJTVEFUVVNfVU5TUEVDSUZJRUQQABIKCgZBQ1RJVkUQARILCgdSRVZPS0VEEAISCwoHRVhQSVJFRBADIkEKBlNvdXJjZRIWChJTT1VSQ0VfVU5TUEVDSUZJRUQQABINCglEQVNIQk9BUkQQARIQCgxDT05TRU5UX0xJTksQAiJKCglSZXZva2VkQnkSGgoWUkVWT0tFRF9CWV9VTlNQRUNJRklFRBAAEggKBFVTRVIQARILCgdQQVJUTkVSEAISCgoGU1lTVEVNEAMi0AMKC0NvbnNlbnRMaW5rEgoKAmlkGAEgASgJEgsKA3VybBgCIAEoCRIuCgZzdGF0dXMYAyABKA4yHi5wYXJ0bmVyLnYxLkNvbnNlbnRMaW5rLlN0YXR1cxIaChJwaG9uZV9udW1iZXJfbGFzdDQYBCABKAkSDgoGc2NvcGVzGAUgAygJEhoKEmxlZGdlcl93aW5kb3dfZGF5cxgGIAEoBRIeChZtYXhfbGVkZ2VyX3dpbmRvd19kYXlzGAcgASgFEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmNvbnNlbnRfaWQYCSABKAkSFAoMcmVkaXJlY3RfdXJsGAogASgJEi4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmRlY2lkZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlYKBlN0YXR1cxIWChJTVEFUVVNfVU5TUEVDSUZJRUQQABILCgdQRU5ESU5HEAESDAoIQUNDRVBURUQQAhIMCghERUNMSU5FRBADEgsKB0VYUElSRUQQBCIfChFHZXRDb25zZW50UmVxdWVzdBIKCgJpZBgBIAEoCSI6ChJHZXRDb25zZW50UmVzcG9uc2USJAoHY29uc2VudBgBIAEoCzITLnBhcnRuZXIudjEuQ29uc2VudCIoChVHZXRVc2VyQ29uc2VudFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCSI+ChZHZXRVc2VyQ29uc2VudFJlc3BvbnNlEiQKB2NvbnNlbnQYASABKAsyEy5wYXJ0bmVyLnYxLkNvbnNlbnQiIgoUUmV2b2tlQ29uc2VudFJlcXVlc3QSCgoCaWQYASABKAkiPQoVUmV2b2tlQ29uc2VudFJlc3BvbnNlEiQKB2NvbnNlbnQYASABKAsyEy5wYXJ0bmVyLnYxLkNvbnNlbnQixgEKGENyZWF0ZUNvbnNlbnRMaW5rUmVxdWVzdBIUCgxwaG9uZV9udW1iZXIYASABKAkSDgoGc2NvcGVzGAIgAygJEhoKEmxlZGdlcl93aW5kb3dfZGF5cxgDIAEoBRIeChZtYXhfbGVkZ2VyX3dpbmRvd19kYXlzGAQgASgFEh0KEGV4cGlyZXNfaW5faG91cnMYBSABKAVIAIgBARIUCgxyZWRpcmVjdF91cmwYBiABKAlCEwoRX2V4cGlyZXNfaW5faG91cnMiSgoZQ3JlYXRlQ29uc2VudExpbmtSZXNwb25zZRItCgxjb25zZW50X2xpbmsYASABKAsyFy5wYXJ0bmVyLnYxLkNvbnNlbnRMaW5rIiMKFUdldENvbnNlbnRMaW5rUmVxdWVzdBIKCgJpZBgBIAEoCSJHChZHZXRDb25zZW50TGlua1Jlc3BvbnNlEi0KDGNvbnNlbnRfbGluaxgBIAEoCzIXLnBhcnRuZXIudjEuQ29uc2VudExpbmsy1gUKDkNvbnNlbnRTZXJ2aWNlEnoKCkdldENvbnNlbnQSHS5wYXJ0bmVyLnYxLkdldENvbnNlbnRSZXF1ZXN0Gh4ucGFydG5lci52MS5HZXRDb25zZW50UmVzcG9uc2UiLZACAYLT5JMCJGIHY29uc2VudBIZL3BhcnRuZXIvdjEvY29uc2VudHMve2lkfRKQAQoOR2V0VXNlckNvbnNlbnQSIS5wYXJ0bmVyLnYxLkdldFVzZXJDb25zZW50UmVxdWVzdBoiLnBhcnRuZXIudjEuR2V0VXNlckNvbnNlbnRSZXNwb25zZSI3kAIBgtPkkwIuYgdjb25zZW50EiMvcGFydG5lci92MS91c2Vycy97dXNlcl9pZH0vY29uc2VudBKKAQoNUmV2b2tlQ29uc2VudBIgLnBhcnRuZXIudjEuUmV2b2tlQ29uc2VudFJlcXVlc3QaIS5wYXJ0bmVyLnYxLlJldm9rZUNvbnNlbnRSZXNwb25zZSI0gtPkkwIuOgEqYgdjb25zZW50IiAvcGFydG5lci92MS9jb25zZW50cy97aWR9L3Jldm9rZRKUAQoRQ3JlYXRlQ29uc2VudExpbmsSJC5wYXJ0bmVyLnYxLkNyZWF0ZUNvbnNlbnRMaW5rUmVxdWVzdBolLnBhcnRuZXIudjEuQ3JlYXRlQ29uc2VudExpbmtSZXNwb25zZSIygtPkkwIsOgEqYgxjb25zZW50X2xpbmsiGS9wYXJ0bmVyL3YxL2NvbnNlbnQtbGlua3MSkAEKDkdldENvbnNlbnRMaW5rEiEucGFydG5lci52MS5HZXRDb25zZW50TGlua1JlcXVlc3QaIi5wYXJ0bmVyLnYxLkdldENvbnNlbnRMaW5rUmVzcG9uc2UiN5ACAYLT5JMCLmIMY29uc2VudF9saW5rEh4vcGFydG5lci92MS9jb25zZW50LWxpbmtzL3tpZH1iBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChlwYXJ0bmVyL3YxL2NvbnNlbnRzLnByb3RvEgpwYXJ0bmVyLnYxIq8FCgdDb25zZW50EgoKAmlkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSKgoGc3RhdHVzGAMgASgOMhoucGFydG5lci52MS5Db25zZW50LlN0YXR1cxIOCgZzY29wZXMYBCADKAkSGgoSbGVkZ2VyX3dpbmRvd19kYXlzGAUgASgFEh4KFm1heF9sZWRnZXJfd2luZG93X2RheXMYBiABKAUSKgoGc291cmNlGAcgASgOMhoucGFydG5lci52MS5Db25zZW50LlNvdXJjZRIuCgpncmFudGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCgpyZXZva2VkX2J5GAsgASgOMh0ucGFydG5lci52MS5Db25zZW50LlJldm9rZWRCeRIVCg1zdXBlcnNlZGVkX2J5GAwgASgJEjIKDmF1dGhlbnRpY2F0aW9uGA0gASgLMhoucGFydG5lci52MS5BdXRoZW50aWNhdGlvbiJGCgZTdGF0dXMSFgoSU1RBVFVTX1VOU1BFQ0lGSUVEEAASCgoGQUNUSVZFEAESCwoHUkVWT0tFRBACEgsKB0VYUElSRUQQAyJBCgZTb3VyY2USFgoSU09VUkNFX1VOU1BFQ0lGSUVEEAASDQoJREFTSEJPQVJEEAESEAoMQ09OU0VOVF9MSU5LEAIiSgoJUmV2b2tlZEJ5EhoKFlJFVk9LRURfQllfVU5TUEVDSUZJRUQQABIICgRVU0VSEAESCwoHUEFSVE5FUhACEgoKBlNZU1RFTRADIr8BCg5BdXRoZW50aWNhdGlvbhIxCgZtZXRob2QYASABKA4yIS5wYXJ0bmVyLnYxLkF1dGhlbnRpY2F0aW9uLk1ldGhvZBImCgJhdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUgoGTWV0aG9kEhYKEk1FVEhPRF9VTlNQRUNJRklFRBAAEgsKB09UUF9TTVMQARIUChBQTEFURk9STV9TRVNTSU9OEAISDQoJREFTSEJPQVJEEAMi3AMKC0NvbnNlbnRMaW5rEgoKAmlkGAEgASgJEgsKA3VybBgCIAEoCRIuCgZzdGF0dXMYAyABKA4yHi5wYXJ0bmVyLnYxLkNvbnNlbnRMaW5rLlN0YXR1cxIaChJwaG9uZV9udW1iZXJfbGFzdDQYBCABKAkSDgoGc2NvcGVzGAUgAygJEhoKEmxlZGdlcl93aW5kb3dfZGF5cxgGIAEoBRIeChZtYXhfbGVkZ2VyX3dpbmRvd19kYXlzGAcgASgFEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmNvbnNlbnRfaWQYCSABKAkSFAoMcmVkaXJlY3RfdXJsGAogASgJEi4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmRlY2lkZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImIKBlN0YXR1cxIWChJTVEFUVVNfVU5TUEVDSUZJRUQQABILCgdQRU5ESU5HEAESDAoIQUNDRVBURUQQAhIMCghERUNMSU5FRBADEgsKB0VYUElSRUQQBBIKCgZMT0NLRUQQBSIfChFHZXRDb25zZW50UmVxdWVzdBIKCgJpZBgBIAEoCSI6ChJHZXRDb25zZW50UmVzcG9uc2USJAoHY29uc2VudBgBIAEoCzITLnBhcnRuZXIudjEuQ29uc2VudCIoChVHZXRVc2VyQ29uc2VudFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCSI+ChZHZXRVc2VyQ29uc2VudFJlc3BvbnNlEiQKB2NvbnNlbnQYASABKAsyEy5wYXJ0bmVyLnYxLkNvbnNlbnQiIgoUUmV2b2tlQ29uc2VudFJlcXVlc3QSCgoCaWQYASABKAkiPQoVUmV2b2tlQ29uc2VudFJlc3BvbnNlEiQKB2NvbnNlbnQYASABKAsyEy5wYXJ0bmVyLnYxLkNvbnNlbnQixgEKGENyZWF0ZUNvbnNlbnRMaW5rUmVxdWVzdBIUCgxwaG9uZV9udW1iZXIYASABKAkSDgoGc2NvcGVzGAIgAygJEhoKEmxlZGdlcl93aW5kb3dfZGF5cxgDIAEoBRIeChZtYXhfbGVkZ2VyX3dpbmRvd19kYXlzGAQgASgFEh0KEGV4cGlyZXNfaW5faG91cnMYBSABKAVIAIgBARIUCgxyZWRpcmVjdF91cmwYBiABKAlCEwoRX2V4cGlyZXNfaW5faG91cnMiSgoZQ3JlYXRlQ29uc2VudExpbmtSZXNwb25zZRItCgxjb25zZW50X2xpbmsYASABKAsyFy5wYXJ0bmVyLnYxLkNvbnNlbnRMaW5rIiMKFUdldENvbnNlbnRMaW5rUmVxdWVzdBIKCgJpZBgBIAEoCSJHChZHZXRDb25zZW50TGlua1Jlc3BvbnNlEi0KDGNvbnNlbnRfbGluaxgBIAEoCzIXLnBhcnRuZXIudjEuQ29uc2VudExpbmsy1gUKDkNvbnNlbnRTZXJ2aWNlEnoKCkdldENvbnNlbnQSHS5wYXJ0bmVyLnYxLkdldENvbnNlbnRSZXF1ZXN0Gh4ucGFydG5lci52MS5HZXRDb25zZW50UmVzcG9uc2UiLZACAYLT5JMCJGIHY29uc2VudBIZL3BhcnRuZXIvdjEvY29uc2VudHMve2lkfRKQAQoOR2V0VXNlckNvbnNlbnQSIS5wYXJ0bmVyLnYxLkdldFVzZXJDb25zZW50UmVxdWVzdBoiLnBhcnRuZXIudjEuR2V0VXNlckNvbnNlbnRSZXNwb25zZSI3kAIBgtPkkwIuYgdjb25zZW50EiMvcGFydG5lci92MS91c2Vycy97dXNlcl9pZH0vY29uc2VudBKKAQoNUmV2b2tlQ29uc2VudBIgLnBhcnRuZXIudjEuUmV2b2tlQ29uc2VudFJlcXVlc3QaIS5wYXJ0bmVyLnYxLlJldm9rZUNvbnNlbnRSZXNwb25zZSI0gtPkkwIuOgEqYgdjb25zZW50IiAvcGFydG5lci92MS9jb25zZW50cy97aWR9L3Jldm9rZRKUAQoRQ3JlYXRlQ29uc2VudExpbmsSJC5wYXJ0bmVyLnYxLkNyZWF0ZUNvbnNlbnRMaW5rUmVxdWVzdBolLnBhcnRuZXIudjEuQ3JlYXRlQ29uc2VudExpbmtSZXNwb25zZSIygtPkkwIsOgEqYgxjb25zZW50X2xpbmsiGS9wYXJ0bmVyL3YxL2NvbnNlbnQtbGlua3MSkAEKDkdldENvbnNlbnRMaW5rEiEucGFydG5lci52MS5HZXRDb25zZW50TGlua1JlcXVlc3QaIi5wYXJ0bmVyLnYxLkdldENvbnNlbnRMaW5rUmVzcG9uc2UiN5ACAYLT5JMCLmIMY29uc2VudF9saW5rEh4vcGFydG5lci92MS9jb25zZW50LWxpbmtzL3tpZH1iBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * Consent is a person's permission for one partner, in one environment, to read their data.
@@ -104,6 +104,13 @@ export type Consent = Message<"partner.v1.Consent"> & {
    * @generated from field: string superseded_by = 12;
    */
   supersededBy: string;
+
+  /**
+   * How the person proved who they were before granting it. Unset on consents granted before this was kept.
+   *
+   * @generated from field: partner.v1.Authentication authentication = 13;
+   */
+  authentication?: Authentication | undefined;
 };
 
 /**
@@ -245,6 +252,82 @@ export const Consent_RevokedBySchema: GenEnum<Consent_RevokedBy> = /*@__PURE__*/
   enumDesc(file_partner_v1_consents, 0, 2);
 
 /**
+ * Authentication is how, and when, the person proved who they were before a decision. The service keeps
+ * more as evidence (where the decision came from, and a hash of the exact terms shown), for operators only.
+ *
+ * @generated from message partner.v1.Authentication
+ */
+export type Authentication = Message<"partner.v1.Authentication"> & {
+  /**
+   * How.
+   *
+   * @generated from field: partner.v1.Authentication.Method method = 1;
+   */
+  method: Authentication_Method;
+
+  /**
+   * When.
+   *
+   * @generated from field: google.protobuf.Timestamp at = 2;
+   */
+  at?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message partner.v1.Authentication.
+ * Use `create(AuthenticationSchema)` to create a new message.
+ */
+export const AuthenticationSchema: GenMessage<Authentication> = /*@__PURE__*/
+  messageDesc(file_partner_v1_consents, 1);
+
+/**
+ * How the person proved who they were.
+ *
+ * @generated from enum partner.v1.Authentication.Method
+ */
+export const Authentication_Method = {
+  /**
+   * @generated from enum value: METHOD_UNSPECIFIED = 0;
+   */
+  METHOD_UNSPECIFIED: 0,
+
+  /**
+   * A one-time code the service sent by SMS to the number the platform holds for the person, given on the
+   * hosted page (the sandbox's fixed code, and the sandbox helpers acting for the person, count as this).
+   *
+   * @generated from enum value: OTP_SMS = 1;
+   */
+  OTP_SMS: 1,
+
+  /**
+   * A prompt session the platform minted for a person it had signed in.
+   *
+   * @generated from enum value: PLATFORM_SESSION = 2;
+   */
+  PLATFORM_SESSION: 2,
+
+  /**
+   * The platform's own dashboard, where the person is signed in.
+   *
+   * @generated from enum value: DASHBOARD = 3;
+   */
+  DASHBOARD: 3,
+} as const;
+
+/**
+ * How the person proved who they were.
+ *
+ * @generated from enum partner.v1.Authentication.Method
+ */
+export type Authentication_Method = (typeof Authentication_Method)[keyof typeof Authentication_Method] | UnknownEnum;
+
+/**
+ * Describes the enum partner.v1.Authentication.Method.
+ */
+export const Authentication_MethodSchema: GenEnum<Authentication_Method> = /*@__PURE__*/
+  enumDesc(file_partner_v1_consents, 1, 0);
+
+/**
  * ConsentLink is a link sent to a person to ask for consent.
  *
  * @generated from message partner.v1.ConsentLink
@@ -340,7 +423,7 @@ export type ConsentLink = Message<"partner.v1.ConsentLink"> & {
  * Use `create(ConsentLinkSchema)` to create a new message.
  */
 export const ConsentLinkSchema: GenMessage<ConsentLink> = /*@__PURE__*/
-  messageDesc(file_partner_v1_consents, 1);
+  messageDesc(file_partner_v1_consents, 2);
 
 /**
  * PENDING, ACCEPTED, DECLINED or EXPIRED.
@@ -380,6 +463,13 @@ export const ConsentLink_Status = {
    * @generated from enum value: EXPIRED = 4;
    */
   EXPIRED: 4,
+
+  /**
+   * Five wrong one-time codes were tried on its page: it can no longer be decided. Send a new link.
+   *
+   * @generated from enum value: LOCKED = 5;
+   */
+  LOCKED: 5,
 } as const;
 
 /**
@@ -393,7 +483,7 @@ export type ConsentLink_Status = (typeof ConsentLink_Status)[keyof typeof Consen
  * Describes the enum partner.v1.ConsentLink.Status.
  */
 export const ConsentLink_StatusSchema: GenEnum<ConsentLink_Status> = /*@__PURE__*/
-  enumDesc(file_partner_v1_consents, 1, 0);
+  enumDesc(file_partner_v1_consents, 2, 0);
 
 /**
  * GetConsentRequest names the consent.
@@ -414,7 +504,7 @@ export type GetConsentRequest = Message<"partner.v1.GetConsentRequest"> & {
  * Use `create(GetConsentRequestSchema)` to create a new message.
  */
 export const GetConsentRequestSchema: GenMessage<GetConsentRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_consents, 2);
+  messageDesc(file_partner_v1_consents, 3);
 
 /**
  * GetConsentResponse holds the consent.
@@ -435,7 +525,7 @@ export type GetConsentResponse = Message<"partner.v1.GetConsentResponse"> & {
  * Use `create(GetConsentResponseSchema)` to create a new message.
  */
 export const GetConsentResponseSchema: GenMessage<GetConsentResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_consents, 3);
+  messageDesc(file_partner_v1_consents, 4);
 
 /**
  * GetUserConsentRequest names the user.
@@ -456,7 +546,7 @@ export type GetUserConsentRequest = Message<"partner.v1.GetUserConsentRequest"> 
  * Use `create(GetUserConsentRequestSchema)` to create a new message.
  */
 export const GetUserConsentRequestSchema: GenMessage<GetUserConsentRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_consents, 4);
+  messageDesc(file_partner_v1_consents, 5);
 
 /**
  * GetUserConsentResponse holds the newest consent.
@@ -477,7 +567,7 @@ export type GetUserConsentResponse = Message<"partner.v1.GetUserConsentResponse"
  * Use `create(GetUserConsentResponseSchema)` to create a new message.
  */
 export const GetUserConsentResponseSchema: GenMessage<GetUserConsentResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_consents, 5);
+  messageDesc(file_partner_v1_consents, 6);
 
 /**
  * RevokeConsentRequest names the consent.
@@ -498,7 +588,7 @@ export type RevokeConsentRequest = Message<"partner.v1.RevokeConsentRequest"> & 
  * Use `create(RevokeConsentRequestSchema)` to create a new message.
  */
 export const RevokeConsentRequestSchema: GenMessage<RevokeConsentRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_consents, 6);
+  messageDesc(file_partner_v1_consents, 7);
 
 /**
  * RevokeConsentResponse holds the consent as it now is.
@@ -519,7 +609,7 @@ export type RevokeConsentResponse = Message<"partner.v1.RevokeConsentResponse"> 
  * Use `create(RevokeConsentResponseSchema)` to create a new message.
  */
 export const RevokeConsentResponseSchema: GenMessage<RevokeConsentResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_consents, 7);
+  messageDesc(file_partner_v1_consents, 8);
 
 /**
  * CreateConsentLinkRequest says who to ask and for what.
@@ -575,7 +665,7 @@ export type CreateConsentLinkRequest = Message<"partner.v1.CreateConsentLinkRequ
  * Use `create(CreateConsentLinkRequestSchema)` to create a new message.
  */
 export const CreateConsentLinkRequestSchema: GenMessage<CreateConsentLinkRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_consents, 8);
+  messageDesc(file_partner_v1_consents, 9);
 
 /**
  * CreateConsentLinkResponse holds the link.
@@ -596,7 +686,7 @@ export type CreateConsentLinkResponse = Message<"partner.v1.CreateConsentLinkRes
  * Use `create(CreateConsentLinkResponseSchema)` to create a new message.
  */
 export const CreateConsentLinkResponseSchema: GenMessage<CreateConsentLinkResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_consents, 9);
+  messageDesc(file_partner_v1_consents, 10);
 
 /**
  * GetConsentLinkRequest names the link.
@@ -617,7 +707,7 @@ export type GetConsentLinkRequest = Message<"partner.v1.GetConsentLinkRequest"> 
  * Use `create(GetConsentLinkRequestSchema)` to create a new message.
  */
 export const GetConsentLinkRequestSchema: GenMessage<GetConsentLinkRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_consents, 10);
+  messageDesc(file_partner_v1_consents, 11);
 
 /**
  * GetConsentLinkResponse holds the link.
@@ -638,7 +728,7 @@ export type GetConsentLinkResponse = Message<"partner.v1.GetConsentLinkResponse"
  * Use `create(GetConsentLinkResponseSchema)` to create a new message.
  */
 export const GetConsentLinkResponseSchema: GenMessage<GetConsentLinkResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_consents, 11);
+  messageDesc(file_partner_v1_consents, 12);
 
 /**
  * ConsentService reads and ends consents, and creates consent links (SPEC.md "Consent", CONTRACT.md §4).

@@ -4,7 +4,7 @@ import { deriveKey } from "./keys.ts";
 import type { SecretBox } from "./secret-box.ts";
 
 /** The purposes that have a key of their own. */
-export const dataKeyLabels = ["phone-hash", "counterparty-hash", "consent-csrf"] as const;
+export const dataKeyLabels = ["phone-hash", "counterparty-hash", "consent-csrf", "person-code"] as const;
 export type DataKeyLabel = (typeof dataKeyLabels)[number];
 export type DataKeys = Record<DataKeyLabel, Buffer>;
 

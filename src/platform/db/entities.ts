@@ -11,6 +11,8 @@ import { LedgerCounterpartyEntity } from "../../ledger/ledger-counterparty.entit
 import { LedgerDailyEntity } from "../../ledger/ledger-daily.entity.ts";
 import { LedgerEntryEntity } from "../../ledger/ledger-entry.entity.ts";
 import { PartnerEntity } from "../../partners/partner.entity.ts";
+import { PersonCodeEntity } from "../../person/person-code.entity.ts";
+import { PromptSessionEntity } from "../../person/prompt-session.entity.ts";
 import { RateLimitBucketEntity } from "../../ratelimit/rate-limit-bucket.entity.ts";
 import { RateLimitTake } from "../../ratelimit/rate-limit-take.routine.ts";
 import { SandboxFixtureEntity } from "../../sandbox/sandbox-fixture.entity.ts";
@@ -42,6 +44,8 @@ export const entities = [
   UserEntity,
   ConsentEntity,
   ConsentLinkEntity,
+  PersonCodeEntity,
+  PromptSessionEntity,
   LedgerEntryEntity,
   LedgerDailyEntity,
   LedgerCounterpartyEntity,

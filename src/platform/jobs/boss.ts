@@ -26,6 +26,7 @@ export interface Queues {
   "webhooks.housekeeping": Record<string, never>;
   /** Hourly: idempotency records past their 7 days. */
   "idempotency.purge": Record<string, never>;
+  "person.purge": Record<string, never>;
 }
 
 /** A queue name. */
@@ -52,6 +53,7 @@ export const queueOptions: Record<
   "webhooks.deliver": { retryLimit: 5, expireInSeconds: 120, notify: true, deleteAfterSeconds: 3_600 },
   "webhooks.housekeeping": { retryLimit: 2, expireInSeconds: 600, notify: false },
   "idempotency.purge": { retryLimit: 2, expireInSeconds: 600, notify: false },
+  "person.purge": { retryLimit: 2, expireInSeconds: 600, notify: false },
   "sandbox.fixtures": { retryLimit: 2, expireInSeconds: 600, notify: false },
   "consents.expire": { retryLimit: 2, expireInSeconds: 300, notify: true },
   // A payout job that dies (or its process does, or the provider cannot answer) is retried, backing off to

@@ -6,6 +6,7 @@ import { Migration20261122040000_disbursements } from "./Migration20261122040000
 import { Migration20261122050000_payment_providers } from "./Migration20261122050000_payment_providers.ts";
 import { Migration20261122060000_sandbox } from "./Migration20261122060000_sandbox.ts";
 import { Migration20261122070000_data_keys } from "./Migration20261122070000_data_keys.ts";
+import { Migration20261123000000_person } from "./Migration20261123000000_person.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -17,4 +18,5 @@ export const migrations = [
   { name: "Migration20261122050000_payment_providers", class: Migration20261122050000_payment_providers },
   { name: "Migration20261122060000_sandbox", class: Migration20261122060000_sandbox },
   { name: "Migration20261122070000_data_keys", class: Migration20261122070000_data_keys },
+  { name: "Migration20261123000000_person", class: Migration20261123000000_person },
 ];
