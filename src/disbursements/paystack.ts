@@ -187,7 +187,10 @@ export function createPaystackProvider(o: {
         reference: request.reference,
         reason: `Loan ${request.partnerReference}`,
       });
-      if (status < 400 && envelope.status) return transferOutcome(envelope.data);
+      if (status < 400 && envelope.status) {
+        checkAmount(request.reference, request.amountKobo, envelope.data?.amount);
+        return transferOutcome(envelope.data);
+      }
       // Refused. A reference it has already seen is refused too: then the transfer it holds is the answer.
       const known = await lookupTransfer(request.reference, request.amountKobo);
       return known ?? { status: "FAILED", reason: "provider_declined" };
@@ -208,7 +211,11 @@ export function createPaystackProvider(o: {
         currency: "NGN",
         reference: request.reference,
       });
-      if (status < 400 && envelope.status) return debitOutcome(envelope.data);
+      if (status < 400 && envelope.status) {
+        // Another amount than asked is never booked, as more or as less: it stays unsettled, loudly.
+        checkAmount(request.reference, request.amountKobo, envelope.data?.amount);
+        return debitOutcome(envelope.data);
+      }
       const known = await lookupDebit(request.reference, request.amountKobo);
       return known ?? { status: "FAILED", reason: "debit_declined" };
     },

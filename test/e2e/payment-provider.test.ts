@@ -317,6 +317,36 @@ describe("direct debits through the provider's HTTP API", () => {
     expect(await events("REPAYMENT_COLLECTED", d.installmentId)).toBe(1);
   });
 
+  it("a provider that took more than asked is never booked as more, on the charge or on its webhook", async () => {
+    const d = await delivered("live-109");
+    clock.set(d.dueAt.getTime());
+    fake.chargeAmount = (asked) => asked * 1000;
+    try {
+      await expect(t.app.services.repayments.collect(t.app.orm.em.fork(), d.installmentId)).rejects.toThrow(
+        /differs from ours/,
+      );
+      const charge = fake.charges.get(`${d.installmentId}:1`);
+      expect(charge?.amount).toBe(2_700_000_000);
+      // Its success webhook is reconciled by asking the provider, which still says the larger amount.
+      expect(
+        await fake.sendWebhook(webhookUrl(), "charge.success", { reference: charge?.reference }),
+      ).not.toBe(200);
+      expect((await repayment(d.id)).status).not.toBe("COLLECTED");
+      const booked = await sql<{ amount_kobo: string }>(
+        t.app.orm.em.fork(),
+        "select amount_kobo::text from book_entries where installment_id = $1",
+        [d.installmentId],
+      );
+      expect(booked).toEqual([]);
+      const ledger = await sql(t.app.orm.em.fork(), "select 1 from ledger_entries where id = $1", [
+        `repayment:${d.installmentId}`,
+      ]);
+      expect(ledger).toEqual([]);
+    } finally {
+      fake.chargeAmount = (asked) => asked;
+    }
+  });
+
   it("a charge whose answer was lost is asked about by the same reference, never charged twice", async () => {
     const d = await delivered("live-102");
     clock.set(d.dueAt.getTime());

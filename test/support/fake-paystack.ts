@@ -35,6 +35,8 @@ export interface FakePaystack {
   transferStatus: (transfer: FakeTransfer) => string;
   /** The status and gateway response a new charge gets (default `success`). */
   chargeStatus: (charge: FakeCharge) => { status: string; gatewayResponse: string };
+  /** The amount a new charge is made for (default: the amount asked; a misbehaving provider takes more). */
+  chargeAmount: (asked: number) => number;
   /** The next this many POSTs make their movement, then answer 500 as if the connection had dropped. */
   loseResponses: number;
   /** Sends a webhook signed with the secret key (or `signature`), as the provider does; answers the status. */
@@ -52,6 +54,7 @@ export async function startFakePaystack(): Promise<FakePaystack> {
     calls: [],
     transferStatus: () => "success",
     chargeStatus: () => ({ status: "success", gatewayResponse: "Approved" }),
+    chargeAmount: (asked) => asked,
     loseResponses: 0,
     async sendWebhook(url, event, data, signature) {
       const body = JSON.stringify({ event, data });
@@ -120,7 +123,7 @@ export async function startFakePaystack(): Promise<FakePaystack> {
         return reply(res, 400, { status: false, message: "Duplicate Transaction Reference" });
       const charge: FakeCharge = {
         reference: body.reference,
-        amount: body.amount,
+        amount: fake.chargeAmount(body.amount),
         authorizationCode: body.authorization_code,
         email: body.email,
         status: "pending",
