@@ -282,6 +282,12 @@ export async function startListeners(o: ListenerOptions) {
   const partnerConnect = connectHandler(withReflection(partnerList), partnerEdge, logger, [
     ServerReflection.typeName,
   ]);
+  /** Answers a page request whose handler failed unexpectedly (never leaves it hanging, never crashes). */
+  const pageFailed = (req: AnyRequest, res: AnyResponse, err: unknown) => {
+    logger.error("page failed", { err, requestId: requestIdOf(req) });
+    if (res.headersSent) return void res.end("");
+    writeRestError(res, new ApiError("internal"), requestIdOf(req));
+  };
   const partner = !o.partner
     ? undefined
     : await listen({
@@ -299,10 +305,16 @@ export async function startListeners(o: ListenerOptions) {
                 return serveDocs(req, res, pathOnly, requestIdOf(req));
             }
             if (url.startsWith("/partner/")) return void transcoder.handle(req, res, requestIdOf(req));
+            // The pages answer their own errors; a rejection that escapes them is answered 500 here, so no
+            // request can bring the process down.
             if (url.startsWith("/consent/"))
-              return void services.consentPages.handle(o.orm.em.fork(), req, res, requestIdOf(req));
+              return void services.consentPages
+                .handle(o.orm.em.fork(), req, res, requestIdOf(req))
+                .catch((err: unknown) => pageFailed(req, res, err));
             if (url.startsWith("/prompt/"))
-              return void services.consentPages.prompt(o.orm.em.fork(), req, res, requestIdOf(req));
+              return void services.consentPages
+                .prompt(o.orm.em.fork(), req, res, requestIdOf(req))
+                .catch((err: unknown) => pageFailed(req, res, err));
             if (url === PAYSTACK_WEBHOOK_PATH && services.providerWebhooks.enabled())
               return void receiveProviderWebhook(
                 o.orm.em.fork(),

@@ -131,6 +131,7 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
 
   const subjectOf = (row: ConsentLink): CodeSubject => ({
     id: row.id,
+    owner: `${row.partnerId}:${row.environment}`,
     environment: row.environment,
     phoneHash: row.phoneHash,
   });

@@ -191,6 +191,19 @@ function gonePage(link: LinkView): string {
   }
 }
 
+/**
+ * The token in the path. Tokens are plain base62, so a path that does not decode (`%FF`, a lone `%`) is
+ * simply no token: it is not found, never an exception.
+ */
+function tokenOf(req: Req, prefix: string): string {
+  const raw = (req.url ?? "").split("?")[0]?.slice(prefix.length) ?? "";
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return "";
+  }
+}
+
 function wantsJson(req: Req): boolean {
   return (
     /application\/json/.test(String(req.headers.accept ?? "")) &&
@@ -287,7 +300,7 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
      * (once), keeps it in a cookie, and sends the browser on to the consent link's page.
      */
     async prompt(em: Em, req: Req, res: AnyResponse, requestId: string): Promise<void> {
-      const token = decodeURIComponent((req.url ?? "").split("?")[0]?.slice("/prompt/".length) ?? "");
+      const token = tokenOf(req, "/prompt/");
       if (req.method !== "GET" && req.method !== "HEAD") {
         res.setHeader("allow", "GET");
         return send(res, 405, message("Not allowed", "Open the link in your app."));
@@ -328,7 +341,7 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
 
     /** Serves `GET` and `POST /consent/{token}`, on `em`, the request's unit of work. */
     async handle(em: Em, req: Req, res: AnyResponse, requestId: string): Promise<void> {
-      const token = decodeURIComponent((req.url ?? "").split("?")[0]?.slice("/consent/".length) ?? "");
+      const token = tokenOf(req, "/consent/");
       try {
         if (req.method === "GET" || req.method === "HEAD") {
           const view = await links.page(em, token);

@@ -106,7 +106,9 @@ export function createDisbursementService(o: {
       problems.repaymentSchedule = "must have 1 to 60 installments";
     let previous = today;
     let total = 0n;
-    input.installments.forEach((inst, i) => {
+    // Past 60, the count is the answer: the rest is not checked (nor listed back, however many were sent).
+    const checked = input.installments.length > 60 ? [] : input.installments;
+    checked.forEach((inst, i) => {
       const at = `repaymentSchedule.installments[${i}]`;
       if (!isCalendarDate(inst.dueDate)) problems[`${at}.dueDate`] = "must be a real date YYYY-MM-DD";
       else if (inst.dueDate <= previous)

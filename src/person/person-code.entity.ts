@@ -14,6 +14,11 @@ export const PersonCodeEntity = defineEntity({
     environment: p.enum(environments),
     /** What the code unlocks: a consent link's id. */
     subject: p.text(),
+    /**
+     * Whose page it is (the partner, for a consent link). Per-phone limits count per owner, so one partner's
+     * wrong codes or sends never lock a person out of another partner's pages.
+     */
+    owner: p.text(),
     /** The keyed hash of the phone number the page is for (per-phone limits count by it). */
     phoneHash: p.type("bytea"),
     /** HMAC-SHA-256 of `<id>:<code>` under the `person-code` data key. */
@@ -27,7 +32,7 @@ export const PersonCodeEntity = defineEntity({
   },
   indexes: [
     { name: "person_codes_by_subject", properties: ["subject", "createdAt"] },
-    { name: "person_codes_by_phone", properties: ["phoneHash", "createdAt"] },
+    { name: "person_codes_by_phone", properties: ["phoneHash", "owner", "createdAt"] },
     { name: "person_codes_by_age", properties: ["createdAt"] },
   ],
 });

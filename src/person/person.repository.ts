@@ -6,15 +6,26 @@ import { type PromptSession, PromptSessionEntity } from "./prompt-session.entity
 
 /** The person feature's table (person_codes): the only code that reads or writes it. */
 export const personRepository = {
-  /** Holds the subject's codes for the rest of the transaction, so counts and checks see every writer. */
-  async lockSubject(tx: Em, subject: string): Promise<void> {
-    await sql(tx, "select pg_advisory_xact_lock(hashtextextended($1, 0))", [`person-code:${subject}`]);
+  /**
+   * Holds the phone's codes for this owner, then the subject's, for the rest of the transaction, so counts
+   * and checks see every concurrent writer (always in this order: no two transactions wait on each other).
+   */
+  async lockSubject(tx: Em, subject: string, owner: string, phoneHash: Buffer): Promise<void> {
+    await sql(
+      tx,
+      "select pg_advisory_xact_lock(hashtextextended($1, 0)), pg_advisory_xact_lock(hashtextextended($2, 0))",
+      [`person-phone:${owner}:${phoneHash.toString("base64")}`, `person-code:${subject}`],
+    );
   },
 
-  /** Codes made for the subject, and for the phone, since `since`; wrong tries on the subject and on the phone. */
+  /**
+   * Codes made for the subject, and for the phone by this owner, since `since`; wrong tries on the subject
+   * and on the phone by this owner.
+   */
   async counts(
     tx: Em,
     subject: string,
+    owner: string,
     phoneHash: Buffer,
     since: Date,
     failuresSince: Date,
@@ -28,11 +39,12 @@ export const personRepository = {
       tx,
       `select
          (select count(*) from person_codes where subject = $1 and created_at > $3)::int as subject_sends,
-         (select count(*) from person_codes where phone_hash = $2 and created_at > $3)::int as phone_sends,
+         (select count(*) from person_codes
+           where phone_hash = $2 and owner = $5 and created_at > $3)::int as phone_sends,
          (select coalesce(sum(attempts), 0) from person_codes where subject = $1)::int as subject_failures,
          (select coalesce(sum(attempts), 0) from person_codes
-           where phone_hash = $2 and created_at > $4)::int as phone_failures`,
-      [subject, phoneHash, since, failuresSince],
+           where phone_hash = $2 and owner = $5 and created_at > $4)::int as phone_failures`,
+      [subject, phoneHash, since, failuresSince, owner],
     );
     return {
       subjectSends: row?.subject_sends ?? 0,
@@ -43,12 +55,18 @@ export const personRepository = {
   },
 
   /** The oldest code made for the subject or the phone since `since` (when the next send is allowed again). */
-  async oldestSince(tx: Em, subject: string, phoneHash: Buffer, since: Date): Promise<Date | undefined> {
+  async oldestSince(
+    tx: Em,
+    subject: string,
+    owner: string,
+    phoneHash: Buffer,
+    since: Date,
+  ): Promise<Date | undefined> {
     const [row] = await sql<{ created_at: Date }>(
       tx,
       `select min(created_at) as created_at from person_codes
-        where (subject = $1 or phone_hash = $2) and created_at > $3`,
-      [subject, phoneHash, since],
+        where (subject = $1 or (phone_hash = $2 and owner = $4)) and created_at > $3`,
+      [subject, phoneHash, since, owner],
     );
     return row?.created_at ?? undefined;
   },

@@ -20,11 +20,11 @@ export const SANDBOX_CODE = "000000";
 export const CODE_TTL_MS = 10 * ms.minute;
 /** Codes a page may send per hour. */
 export const SENDS_PER_SUBJECT_PER_HOUR = 3;
-/** Codes one phone number may be sent per hour, across every page (a partner cannot flood a person). */
+/** Codes one phone number may be sent per hour, across every page of one partner (who cannot flood a person). */
 export const SENDS_PER_PHONE_PER_HOUR = 5;
 /** Wrong codes that lock a page for good. */
 export const TRIES_PER_SUBJECT = 5;
-/** Wrong codes, across every page for one phone, that stop all its codes for a day. */
+/** Wrong codes, across every page of one partner for one phone, that stop its codes for a day. */
 export const TRIES_PER_PHONE_PER_DAY = 10;
 /** How long codes are kept (the per-phone limits look back a day). */
 export const CODE_RETENTION_MS = ms.day;
@@ -35,6 +35,8 @@ export const SESSION_ANSWER_MS = 15 * ms.minute;
 /** What a code is for: a hosted page's subject (a consent link) and the phone the page is for. */
 export interface CodeSubject {
   id: string;
+  /** Whose page it is (a partner): per-phone limits count per owner. */
+  owner: string;
   environment: Environment;
   phoneHash: Buffer;
 }
@@ -91,18 +93,23 @@ export function createPersonService(o: {
         subject.environment === "sandbox" ? SANDBOX_CODE : String(randomInt(0, 1_000_000)).padStart(6, "0");
       const expiresAt = new Date(now.getTime() + CODE_TTL_MS);
       const person = await inTransaction(em, async (tx) => {
-        await repo.lockSubject(tx, subject.id);
+        await repo.lockSubject(tx, subject.id, subject.owner, subject.phoneHash);
         const hourAgo = new Date(now.getTime() - ms.hour);
         const c = await repo.counts(
           tx,
           subject.id,
+          subject.owner,
           subject.phoneHash,
           hourAgo,
           new Date(now.getTime() - ms.day),
         );
         if (c.subjectFailures >= TRIES_PER_SUBJECT) throw new ApiError("consent_link_gone");
+        if (c.phoneFailures >= TRIES_PER_PHONE_PER_DAY)
+          throw new ApiError("rate_limited", "Too many wrong codes; try again tomorrow.", {
+            retryAfterSeconds: 86_400,
+          });
         if (c.subjectSends >= SENDS_PER_SUBJECT_PER_HOUR || c.phoneSends >= SENDS_PER_PHONE_PER_HOUR) {
-          const oldest = await repo.oldestSince(tx, subject.id, subject.phoneHash, hourAgo);
+          const oldest = await repo.oldestSince(tx, subject.id, subject.owner, subject.phoneHash, hourAgo);
           const wait = oldest ? oldest.getTime() + ms.hour - now.getTime() : ms.hour;
           throw new ApiError("rate_limited", "Too many codes were sent; try again later.", {
             retryAfterSeconds: Math.max(1, Math.ceil(wait / 1000)),
@@ -113,6 +120,7 @@ export function createPersonService(o: {
           id,
           environment: subject.environment,
           subject: subject.id,
+          owner: subject.owner,
           phoneHash: subject.phoneHash,
           codeHash: hashOf(id, code),
           attempts: 0,
@@ -136,8 +144,15 @@ export function createPersonService(o: {
      */
     async check(tx: Em, subject: CodeSubject, code: string, mayPass = true): Promise<CodeCheck> {
       const now = o.clock.now();
-      await repo.lockSubject(tx, subject.id);
-      const c = await repo.counts(tx, subject.id, subject.phoneHash, now, new Date(now.getTime() - ms.day));
+      await repo.lockSubject(tx, subject.id, subject.owner, subject.phoneHash);
+      const c = await repo.counts(
+        tx,
+        subject.id,
+        subject.owner,
+        subject.phoneHash,
+        now,
+        new Date(now.getTime() - ms.day),
+      );
       if (c.subjectFailures >= TRIES_PER_SUBJECT || c.phoneFailures >= TRIES_PER_PHONE_PER_DAY)
         return "locked";
       const newest = await repo.newest(tx, subject.id);
@@ -158,7 +173,7 @@ export function createPersonService(o: {
     /** Wrong codes left on a subject before it locks. */
     async triesLeft(em: Em, subject: CodeSubject): Promise<number> {
       const now = o.clock.now();
-      const c = await repo.counts(em, subject.id, subject.phoneHash, now, now);
+      const c = await repo.counts(em, subject.id, subject.owner, subject.phoneHash, now, now);
       return Math.max(0, TRIES_PER_SUBJECT - c.subjectFailures);
     },
 

@@ -4,7 +4,7 @@ import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { createUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
-import { openPage, requestCode, submit } from "../support/consent-page.ts";
+import { type OpenedPage, openPage, requestCode, submit } from "../support/consent-page.ts";
 import { type FakeSms, startFakeSms } from "../support/fake-sms.ts";
 import { eventually } from "../support/wait.ts";
 
@@ -305,5 +305,57 @@ describe("the dashboard's prompt session", () => {
     expect(await linkStatus(link.id)).toBe("PENDING");
     expect(await consentOf(other.userId)).toBe(404);
     expect(await consentOf(signedIn.userId)).toBe(404);
+  });
+});
+
+describe("malformed page paths and one partner against another", () => {
+  it("answer 404 to paths that do not decode, and the service stays up", async () => {
+    for (const path of ["/consent/%FF", "/consent/%", "/prompt/%FF", "/consent/%E0%A4%A"]) {
+      const get = await fetch(`${t.partnerUrl}${path}`, { headers: { accept: "text/html" } });
+      expect(get.status, path).toBe(404);
+      const post = await fetch(`${t.partnerUrl}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", origin: t.partnerUrl },
+        body: "step=send",
+      });
+      expect(post.status, path).toBeGreaterThanOrEqual(400);
+      expect(post.status, path).toBeLessThan(500);
+    }
+    expect((await fetch(`${t.partnerUrl}/readyz`)).status).toBe(200);
+  });
+
+  it("concurrent sends never pass one partner's five texts an hour to one phone", async () => {
+    const u = await createUser(t, { environment: "production" });
+    const links = await Promise.all(Array.from({ length: 4 }, () => newLink(u.phoneNumber)));
+    const pages = await Promise.all(links.map((l) => openPage(l.url)));
+    const answers = await Promise.all(
+      links.flatMap((l, i) => [0, 1, 2].map(() => requestCode(l.url, pages[i] as OpenedPage))),
+    );
+    expect(answers.filter((r) => r.status === 200)).toHaveLength(5);
+    expect(answers.filter((r) => r.status === 429)).toHaveLength(7);
+  });
+
+  it("one partner's wrong codes do not lock a person out of another partner's link", async () => {
+    const u = await createUser(t, { environment: "production" });
+    // Partner A burns ten wrong codes on two of its links for this phone: A's codes stop for the day.
+    for (let l = 0; l < 2; l++) {
+      const link = await newLink(u.phoneNumber);
+      const page = await openPage(link.url);
+      await requestCode(link.url, page);
+      for (let i = 0; i < 5; i++) await submit(link.url, page, "accept", { code: "999999" });
+    }
+    const third = await newLink(u.phoneNumber);
+    expect((await requestCode(third.url, await openPage(third.url))).status).toBe(429);
+    // Partner B's link for the same person still works with the code the person is sent.
+    const other = await createPartner(t, "Honest Lending");
+    const res = await rest(t.partnerUrl, "POST", "/partner/v1/consent-links", {
+      key: other.liveKey,
+      body: { phoneNumber: u.phoneNumber, scopes: ["standing"], ledgerWindowDays: 30 },
+    });
+    const page = await openPage(res.body.url);
+    const before = sms.texts.length;
+    expect((await requestCode(res.body.url, page)).status).toBe(200);
+    const code = await textedCode(u.phoneNumber, before);
+    expect((await submit(res.body.url, page, "accept", { code })).status).toBe(200);
   });
 });

@@ -122,6 +122,14 @@ describe("schedules refused at create, 422 with the field, never 500", () => {
     expect(await count()).toBe(before);
   });
 
+  it("answers thousands of installments with one short refusal, not an error per installment", async () => {
+    const many = Array.from({ length: 20_000 }, () => ({ dueDate: "2027-02-30", amountKobo: "1" }));
+    const res = await create("100000", many);
+    expect(res.status).toBe(422);
+    expect(Object.keys(res.body.details.fields)).toEqual(["repaymentSchedule"]);
+    expect(JSON.stringify(res.body).length).toBeLessThan(2_000);
+  });
+
   it("accepts a schedule exactly at the caps: principal + 50 %, the last day of the tenor, 60 installments", async () => {
     const at = await create("100000", [{ dueDate: day(365), amountKobo: "150000" }]);
     expect(at.status, JSON.stringify(at.body)).toBe(200);

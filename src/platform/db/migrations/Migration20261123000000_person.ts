@@ -15,6 +15,7 @@ export class Migration20261123000000_person extends Migration {
         id text primary key,
         environment text not null check (environment in ('sandbox', 'production')),
         subject text not null,
+        owner text not null,
         phone_hash bytea not null,
         code_hash bytea not null,
         attempts integer not null default 0,
@@ -23,7 +24,7 @@ export class Migration20261123000000_person extends Migration {
         used_at timestamptz
       )`);
     this.addSql("create index person_codes_by_subject on person_codes (subject, created_at)");
-    this.addSql("create index person_codes_by_phone on person_codes (phone_hash, created_at)");
+    this.addSql("create index person_codes_by_phone on person_codes (phone_hash, owner, created_at)");
     this.addSql("create index person_codes_by_age on person_codes (created_at)");
     this.addSql(`
       create table prompt_sessions (
