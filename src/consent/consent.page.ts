@@ -268,6 +268,9 @@ export function createConsentPages({ links, csrfKey, logger }: ConsentPagesOptio
 
   const fail = (req: Req, res: AnyResponse, requestId: string, err: ApiError, html: string) => {
     if (err.retryAfterSeconds !== undefined) res.setHeader("retry-after", String(err.retryAfterSeconds));
+    // The rest of a refused body is never read: on HTTP/1.1 the connection closes after the answer, so the
+    // client's next request is not taken for more of this body.
+    if (err.code === "payload_too_large" && req.httpVersionMajor === 1) res.setHeader("connection", "close");
     if (wantsJson(req)) {
       const body = restErrorBody(err, requestId);
       res.statusCode = err.httpStatus;

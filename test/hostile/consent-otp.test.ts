@@ -1,3 +1,4 @@
+import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock, ms } from "../../src/platform/clock.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
@@ -357,5 +358,31 @@ describe("malformed page paths and one partner against another", () => {
     expect((await requestCode(res.body.url, page)).status).toBe(200);
     const code = await textedCode(u.phoneNumber, before);
     expect((await submit(res.body.url, page, "accept", { code })).status).toBe(200);
+  });
+});
+
+describe("a consent form too large", () => {
+  it("is refused 413 and its connection closed, so the sender's next request is answered", async () => {
+    const u = await createUser(t, { environment: "production" });
+    const link = await newLink(u.phoneNumber);
+    const url = new URL(link.url);
+    const answers = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(Number(url.port), url.hostname, () => {
+        const body = `step=send&x=${"a".repeat(64 * 1024)}`;
+        socket.write(
+          `POST ${url.pathname} HTTP/1.1\r\nHost: ${url.host}\r\nOrigin: ${url.origin}\r\n` +
+            `Content-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+        );
+      });
+      let got = "";
+      socket.on("data", (d) => {
+        got += d.toString("latin1");
+      });
+      socket.on("close", () => resolve(got));
+      socket.on("error", reject);
+      setTimeout(() => reject(new Error(`connection left open; got: ${got.slice(0, 200)}`)), 5_000).unref();
+    });
+    expect(answers).toMatch(/^HTTP\/1\.1 413/);
+    expect(answers.toLowerCase()).toContain("connection: close");
   });
 });
