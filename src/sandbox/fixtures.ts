@@ -355,12 +355,15 @@ export function createSandboxFixtures(o: {
             principalKobo: loan.principalKobo,
             deliveredAt,
             installments: loan.installments.map(([daysAgo, late], seq) => {
-              const due = new Date(now.getTime() - daysAgo * ms.day);
+              const dueDate = utcDay(new Date(now.getTime() - daysAgo * ms.day));
+              // Debited at 07:00 UTC on the due day (plus a day per day late), whatever the time is now: a
+              // time of day carried over from `now` would make an on-time repayment late after 17:00.
+              const due = new Date(`${dueDate}T00:00:00Z`);
               const collected =
                 late === "default" ? null : new Date(due.getTime() + late * ms.day + 7 * ms.hour);
               return {
                 id: `rpy_${suffix}_${seq + 1}`,
-                dueDate: utcDay(due),
+                dueDate,
                 amountKobo: each,
                 collectedAt: collected,
                 // The first debit and a daily retry for each day late; a default used all four.
