@@ -2,6 +2,7 @@ import type { PgBoss } from "pg-boss";
 import type { Config } from "./config.ts";
 import { registerConsentJobs } from "./consent/consent.jobs.ts";
 import { registerDisbursementJobs } from "./disbursements/disbursement.jobs.ts";
+import { registerRefundJobs } from "./disbursements/refund.jobs.ts";
 import { registerIdempotencyJobs } from "./idempotency/idempotency.jobs.ts";
 import { startListeners } from "./listeners.ts";
 import { registerPersonJobs } from "./person/person.jobs.ts";
@@ -111,8 +112,10 @@ export async function createApp(options: AppOptions): Promise<App> {
       jobs,
       services.disbursements,
       services.repayments,
+      services.mandates,
       config.payoutResumeAfterMs,
     );
+    await registerRefundJobs(jobs, services.refunds);
     stoppers.push(
       await startWebhookJobs({
         jobs,

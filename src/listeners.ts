@@ -57,7 +57,8 @@ const requestIdOf = (req: unknown) => (req as Tagged)[REQUEST_ID] ?? newId("req"
 
 /**
  * Wraps a listener's handler: a fresh `req_` id on every response, before anything else can fail, and one
- * access-log line per request (debug level; no query strings, no headers, so no secrets or personal data).
+ * access-log line per request (debug level; no query strings, no headers, no page tokens, so no secrets or
+ * personal data).
  * A client's own X-Request-Id is never taken as ours; it is logged as `clientRequestId`.
  */
 const STARTED = Symbol("started");
@@ -81,7 +82,8 @@ function withRequestId(handler: Handler, logger: Logger, listener: string, metri
         requestId: requestIdOf(req),
         clientRequestId: typeof client === "string" ? client.slice(0, 128) : undefined,
         method: req.method,
-        path: path.slice(0, 256),
+        // A hosted page's path is its credential (a consent link, a mandate, a prompt session): its template only.
+        path: face === "page" ? route : path.slice(0, 256),
         status: this.statusCode,
         ms: Math.round(seconds * 10_000) / 10,
       });
@@ -114,6 +116,7 @@ function routeOf(req: AnyRequest, path: string, status: number): { face: string;
   if (rest) return { face: "rest", route: rest };
   if (path.startsWith("/partner/")) return { face: "rest", route: "unmatched" };
   if (path.startsWith("/consent/")) return { face: "page", route: "/consent/{token}" };
+  if (path.startsWith("/mandate/")) return { face: "page", route: "/mandate/{token}" };
   if (path.startsWith("/prompt/")) return { face: "page", route: "/prompt/{token}" };
   if (FIXED_PATHS.has(path)) return { face: "http", route: path };
   const face = type.startsWith("application/grpc-web")
@@ -308,12 +311,16 @@ export async function startListeners(o: ListenerOptions) {
             // The pages answer their own errors; a rejection that escapes them is answered 500 here, so no
             // request can bring the process down.
             if (url.startsWith("/consent/"))
-              return void services.consentPages
-                .handle(o.orm.em.fork(), req, res, requestIdOf(req))
+              return void services.pages
+                .handle(services.consentFlow, o.orm.em.fork(), req, res, requestIdOf(req))
+                .catch((err: unknown) => pageFailed(req, res, err));
+            if (url.startsWith("/mandate/"))
+              return void services.pages
+                .handle(services.mandateFlow, o.orm.em.fork(), req, res, requestIdOf(req))
                 .catch((err: unknown) => pageFailed(req, res, err));
             if (url.startsWith("/prompt/"))
-              return void services.consentPages
-                .prompt(o.orm.em.fork(), req, res, requestIdOf(req))
+              return void services.pages
+                .prompt(o.orm.em.fork(), req, res, requestIdOf(req), services.openPrompt)
                 .catch((err: unknown) => pageFailed(req, res, err));
             if (url === PAYSTACK_WEBHOOK_PATH && services.providerWebhooks.enabled())
               return void receiveProviderWebhook(
@@ -341,7 +348,12 @@ export async function startListeners(o: ListenerOptions) {
     { service: IngestService, impl: createIngestHandlers(services.ledger, services.standing) as never },
     {
       service: ConsentAdminService,
-      impl: createConsentAdminHandlers(services.consents, services.users, services.consentLinks) as never,
+      impl: createConsentAdminHandlers(
+        services.consents,
+        services.users,
+        services.consentLinks,
+        services.mandates,
+      ) as never,
     },
   ];
   const internalConnect = connectHandler(

@@ -1,5 +1,6 @@
 import { evidenceAad } from "./consent/consent.service.ts";
 import { linkTokenAad } from "./consent/consent-link.service.ts";
+import { mandateEvidenceAad, mandateTokenAad } from "./disbursements/mandate.service.ts";
 import { idempotencyAad } from "./idempotency/idempotency.service.ts";
 import { dataKeyAad } from "./platform/crypto/data-keys.ts";
 import type { SecretBox } from "./platform/crypto/secret-box.ts";
@@ -33,6 +34,18 @@ export const sealedColumns: readonly SealedColumn[] = [
   { table: "users", column: "phone_enc", key: ["id"], aad: (r) => phoneAad(r.id ?? "") },
   { table: "consent_links", column: "token_enc", key: ["id"], aad: (r) => linkTokenAad(r.id ?? "") },
   { table: "consents", column: "evidence_enc", key: ["id"], aad: (r) => evidenceAad(r.id ?? "") },
+  {
+    table: "disbursements",
+    column: "acceptance_token_enc",
+    key: ["id"],
+    aad: (r) => mandateTokenAad(r.id ?? ""),
+  },
+  {
+    table: "disbursements",
+    column: "acceptance_evidence_enc",
+    key: ["id"],
+    aad: (r) => mandateEvidenceAad(r.id ?? ""),
+  },
   {
     table: "payment_instruments",
     column: "sealed",

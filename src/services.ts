@@ -1,24 +1,28 @@
 import { createApiKeyService } from "./apikeys/api-key.service.ts";
 import { createBooksService } from "./books/books.service.ts";
 import type { Config } from "./config.ts";
-import { createConsentPages } from "./consent/consent.page.ts";
+import { consentFlow } from "./consent/consent.page.ts";
 import { createConsentService } from "./consent/consent.service.ts";
 import { createConsentLinkService } from "./consent/consent-link.service.ts";
 import { createDisbursementService } from "./disbursements/disbursement.service.ts";
+import { mandateFlow } from "./disbursements/mandate.page.ts";
+import { createMandateService } from "./disbursements/mandate.service.ts";
 import { createPaystackProvider } from "./disbursements/paystack.ts";
 import { sandboxProvider } from "./disbursements/provider.ts";
 import { createProviderWebhooks } from "./disbursements/provider-webhooks.ts";
+import { createRefundService } from "./disbursements/refund.service.ts";
 import { createRepaymentService } from "./disbursements/repayment.service.ts";
 import { createIdempotencyService } from "./idempotency/idempotency.service.ts";
 import { createLedgerService } from "./ledger/ledger.service.ts";
 import { createPartnerService } from "./partners/partner.service.ts";
+import { createHostedPages } from "./person/hosted-page.ts";
 import { createPersonService } from "./person/person.service.ts";
 import { createSmsSender } from "./person/sms.ts";
 import type { Clock } from "./platform/clock.ts";
 import type { DataKeys } from "./platform/crypto/data-keys.ts";
 import type { SecretBox } from "./platform/crypto/secret-box.ts";
 import type { ChangeFeed } from "./platform/db/change-feed.ts";
-import type { Orm } from "./platform/db/orm.ts";
+import type { Em, Orm } from "./platform/db/orm.ts";
 import type { Jobs } from "./platform/jobs/jobs.ts";
 import type { Logger } from "./platform/logger.ts";
 import { createMetrics } from "./platform/metrics.ts";
@@ -103,11 +107,21 @@ export function createServices(deps: ServiceDeps) {
     ? createPaystackProvider({ config: config.paymentProvider, instruments, logger })
     : undefined;
   const books = createBooksService();
+  const mandates = createMandateService({
+    clock,
+    box,
+    users,
+    partners,
+    person,
+    jobs,
+    publicUrl: deps.publicUrl,
+  });
   const disbursements = createDisbursementService({
     clock,
     consents,
     partners,
     books,
+    mandates,
     jobs,
     outbox,
     providers: paystack ? { sandbox: sandboxProvider, production: paystack } : { sandbox: sandboxProvider },
@@ -117,7 +131,24 @@ export function createServices(deps: ServiceDeps) {
     leaseMs: config.payoutResumeAfterMs,
   });
   const standing = createStandingService({ clock, outbox, users, consents });
-  const repayments = createRepaymentService({ clock, outbox, books, ledger, disbursements, metrics });
+  const refunds = createRefundService({
+    clock,
+    jobs,
+    books,
+    ledger,
+    disbursements,
+    logger,
+    leaseMs: config.payoutResumeAfterMs,
+  });
+  const repayments = createRepaymentService({
+    clock,
+    outbox,
+    books,
+    ledger,
+    disbursements,
+    refunds,
+    metrics,
+  });
   return {
     books,
     ledger,
@@ -126,6 +157,7 @@ export function createServices(deps: ServiceDeps) {
     snapshots: createSnapshotService({ clock, signingKeys }),
     disbursements,
     repayments,
+    refunds,
     sandbox: createSandboxService({
       clock,
       users,
@@ -133,6 +165,7 @@ export function createServices(deps: ServiceDeps) {
       consentLinks,
       standing,
       disbursements,
+      mandates,
       repayments,
     }),
     fixtures: createSandboxFixtures({
@@ -144,16 +177,25 @@ export function createServices(deps: ServiceDeps) {
       standing,
       logger,
     }),
-    providerWebhooks: createProviderWebhooks({ paystack, disbursements, repayments, logger }),
+    providerWebhooks: createProviderWebhooks({ paystack, disbursements, repayments, refunds, logger }),
     users,
     person,
     consents,
     consentLinks,
-    consentPages: createConsentPages({
-      links: consentLinks,
-      csrfKey: deps.dataKeys["consent-csrf"],
-      logger,
-    }),
+    mandates,
+    pages: createHostedPages({ csrfKey: deps.dataKeys["consent-csrf"], logger }),
+    consentFlow: consentFlow(consentLinks),
+    mandateFlow: mandateFlow(mandates),
+    /** Opens a prompt session's URL (once): the session, and the hosted page it leads to. */
+    async openPrompt(em: Em, token: string) {
+      const session = await person.openSession(em, token);
+      const page: "consent" | "mandate" = session.subject.startsWith("dsb_") ? "mandate" : "consent";
+      const pageToken =
+        page === "mandate"
+          ? await mandates.pageToken(em, session.subject)
+          : await consentLinks.pageToken(em, session.subject);
+      return { sessionId: session.id, page, token: pageToken };
+    },
     partners,
     apiKeys: createApiKeyService({ clock, changes, partners }),
     signingKeys,

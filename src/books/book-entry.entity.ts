@@ -25,7 +25,7 @@ export const BookEntryEntity = defineEntity({
         .mapToPk()
         .fieldName("disbursement_id")
         .foreignKeyName("book_entries_disbursement_id_fkey"),
-    /** The installment a repayment collected; null for the payout's own entries. */
+    /** The installment a repayment collected (or refunded); null for the payout's own entries. */
     installmentId: () =>
       p
         .manyToOne(InstallmentEntity)
@@ -34,7 +34,14 @@ export const BookEntryEntity = defineEntity({
         .deleteRule("no action")
         .fieldName("installment_id")
         .foreignKeyName("book_entries_installment_id_fkey"),
-    kind: p.enum(["PRINCIPAL_OUT", "FEE", "REPAYMENT_IN", "PRINCIPAL_REVERSED", "FEE_REVERSED"] as const),
+    kind: p.enum([
+      "PRINCIPAL_OUT",
+      "FEE",
+      "REPAYMENT_IN",
+      "PRINCIPAL_REVERSED",
+      "FEE_REVERSED",
+      "REPAYMENT_REFUND",
+    ] as const),
     /** Signed kobo: money out of the partner's books is negative. */
     amountKobo: p.bigint(),
     bookedAt: p.datetime(),

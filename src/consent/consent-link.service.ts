@@ -1,4 +1,5 @@
 import type { PartnerService } from "../partners/partner.service.ts";
+import type { PageProof } from "../person/hosted-page.ts";
 import type { CodeSubject, PersonService } from "../person/person.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
@@ -53,15 +54,7 @@ export type PageDecision =
 /** The outcome of a decision through a prompt session. */
 export type SessionDecision = Decision | { outcome: "not_this_person"; link: LinkView };
 
-/** What the person sent from the page with their decision. */
-export interface PageProof {
-  /** The one-time code they were sent. */
-  code: string;
-  ip: string | undefined;
-  userAgent: string | undefined;
-  /** The exact terms the page showed. */
-  terms: string;
-}
+export type { PageProof };
 
 const DEFAULT_HOURS = 24;
 const MAX_HOURS = 168;
@@ -322,15 +315,11 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
       return { url: `${o.publicUrl()}/prompt/${token}`, expiresAt };
     },
 
-    /** Opens a prompt's URL (once): the session, and the token of the link page it opens. */
-    async openPrompt(em: Em, token: string): Promise<{ sessionId: string; linkToken: string }> {
-      const session = await o.person.openSession(em, token);
-      const row = await repo.findAnyLink(em, session.subject);
+    /** The token of a link's page (a prompt session opened for the link leads there). */
+    async pageToken(em: Em, linkId: string): Promise<string> {
+      const row = await repo.findAnyLink(em, linkId);
       if (!row) throw new ApiError("not_found", "No such consent link.");
-      return {
-        sessionId: session.id,
-        linkToken: o.box.open(row.tokenEnc, linkTokenAad(row.id)).toString("utf8"),
-      };
+      return o.box.open(row.tokenEnc, linkTokenAad(row.id)).toString("utf8");
     },
 
     /** True when the opened session may still answer the link of this page. */

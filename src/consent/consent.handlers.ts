@@ -12,6 +12,7 @@ import {
   type ConsentLinkSchema,
   type ConsentSchema,
 } from "../../gen/partner/v1/consents_pb.ts";
+import type { MandateService } from "../disbursements/mandate.service.ts";
 import { validationFailed } from "../platform/errors.ts";
 import { emOf } from "../platform/rpc/context.ts";
 import type { Environment } from "../platform/tenancy.ts";
@@ -135,15 +136,16 @@ export function createConsentAdminHandlers(
   consents: ConsentService,
   users: UserService,
   links: ConsentLinkService,
+  mandates: Pick<MandateService, "createPrompt">,
 ): ServiceImpl<typeof ConsentAdminService> {
   return {
     async createPromptSession(req, ctx) {
-      const { url, expiresAt } = await links.createPrompt(
-        emOf(ctx.values),
-        req.userId,
-        req.consentLinkId,
-        req.expiresInSeconds || 300,
-      );
+      if ((req.consentLinkId === "") === (req.disbursementId === ""))
+        throw validationFailed({ consentLinkId: "give exactly one of consentLinkId and disbursementId" });
+      const ttl = req.expiresInSeconds || 300;
+      const { url, expiresAt } = req.disbursementId
+        ? await mandates.createPrompt(emOf(ctx.values), req.userId, req.disbursementId, ttl)
+        : await links.createPrompt(emOf(ctx.values), req.userId, req.consentLinkId, ttl);
       return { url, expiresAt: timestampFromDate(expiresAt) };
     },
     async grantConsent(req, ctx) {

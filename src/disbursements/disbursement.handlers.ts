@@ -1,23 +1,30 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
+import { Authentication_Method } from "../../gen/partner/v1/consents_pb.ts";
 import {
   Disbursement_Destination,
   Disbursement_Status,
   type DisbursementService as DisbursementApi,
   type DisbursementSchema,
+  Repayment_Refund_Status,
   Repayment_Status,
   type RepaymentSchema,
 } from "../../gen/partner/v1/disbursements_pb.ts";
 import type { BooksService } from "../books/books.service.ts";
 import { callerOf, emOf } from "../platform/rpc/context.ts";
-import type { Disbursement, DisbursementService, Installment } from "./disbursement.service.ts";
+import type { DisbursementService, DisbursementView, Installment } from "./disbursement.service.ts";
 import type { RepaymentService } from "./repayment.service.ts";
 
-/** A disbursement in the contract's shape, with its schedule. */
-export function toDisbursement(
-  row: Disbursement,
-  installments: { dueDate: string; amountKobo: bigint }[],
-): MessageInitShape<typeof DisbursementSchema> {
+/** A disbursement in the contract's shape, with its schedule and, while unanswered, its mandate page. */
+export function toDisbursement({
+  row,
+  installments,
+  acceptanceUrl,
+}: DisbursementView<{ dueDate: string; amountKobo: bigint }>): MessageInitShape<typeof DisbursementSchema> {
+  const schedule = (list: { dueDate: string; amountKobo: bigint | string }[]) => ({
+    installments: list.map((i) => ({ dueDate: i.dueDate, amountKobo: BigInt(i.amountKobo) })),
+  });
   return {
     id: row.id,
     userId: row.userId,
@@ -27,15 +34,30 @@ export function toDisbursement(
     feeRateBps: row.feeRateBps,
     destination: Disbursement_Destination[row.destination],
     reference: row.reference,
-    repaymentSchedule: {
-      installments: installments.map((i) => ({ dueDate: i.dueDate, amountKobo: i.amountKobo })),
-    },
-    scheduleAcceptedAt: row.scheduleAcceptedAt.toISOString(),
+    repaymentSchedule: schedule(installments),
+    scheduleAcceptedAt: row.scheduleAcceptedAt?.toISOString() ?? "",
     failureReason: row.failureReason ?? "",
     createdAt: row.createdAt.toISOString(),
     deliveredAt: row.deliveredAt?.toISOString() ?? "",
     failedAt: row.failedAt?.toISOString() ?? "",
     reversedAt: row.reversedAt?.toISOString() ?? "",
+    acceptanceUrl,
+    acceptanceExpiresAt: row.acceptanceExpiresAt?.toISOString() ?? "",
+    acceptance:
+      row.acceptanceMethod && row.scheduleAcceptedAt && row.acceptedSchedule
+        ? {
+            authentication: {
+              method: Authentication_Method[row.acceptanceMethod],
+              at: timestampFromDate(row.scheduleAcceptedAt),
+            },
+            acceptedAt: row.scheduleAcceptedAt.toISOString(),
+            repaymentSchedule: schedule(row.acceptedSchedule),
+            totalRepayableKobo: row.acceptedTotalKobo ?? 0n,
+            principalKobo: row.principalKobo,
+          }
+        : undefined,
+    cancelledAt: row.cancelledAt?.toISOString() ?? "",
+    totalRepayableKobo: installments.reduce((sum, i) => sum + BigInt(i.amountKobo), 0n),
   };
 }
 
@@ -52,6 +74,14 @@ export function toRepayment(r: Installment): MessageInitShape<typeof RepaymentSc
     nextAttemptAt: r.status === "SCHEDULED" ? (r.nextAttemptAt?.toISOString() ?? "") : "",
     lastFailure: r.lastFailure ?? "",
     collectedAt: r.collectedAt?.toISOString() ?? "",
+    refund: r.refundStatus
+      ? {
+          status: Repayment_Refund_Status[r.refundStatus],
+          amountKobo: r.amountKobo,
+          refundedAt: r.refundedAt?.toISOString() ?? "",
+          failureReason: r.refundFailure ?? "",
+        }
+      : undefined,
   };
 }
 
@@ -83,6 +113,7 @@ export function createDisbursementHandlers(
         feesKobo: b.feesKobo,
         repaymentsInKobo: b.repaymentsInKobo,
         netKobo: b.netKobo,
+        refundsKobo: b.refundsKobo,
       };
     },
     async createDisbursement(req, ctx) {
@@ -93,7 +124,7 @@ export function createDisbursementHandlers(
           : req.destination === Disbursement_Destination.BANK
             ? "BANK"
             : undefined;
-      const row = await disbursements.create(emOf(ctx.values), caller, {
+      const view = await disbursements.create(emOf(ctx.values), caller, {
         userId: req.userId,
         principalKobo: req.principalKobo,
         destination,
@@ -102,15 +133,12 @@ export function createDisbursementHandlers(
           dueDate: i.dueDate,
           amountKobo: i.amountKobo,
         })),
-        scheduleAcceptedAt: req.scheduleAcceptedAt,
+        acceptanceExpiresInHours: req.acceptanceExpiresInHours,
       });
-      return {
-        disbursement: toDisbursement(row, req.repaymentSchedule?.installments ?? []),
-      };
+      return { disbursement: toDisbursement(view) };
     },
     async getDisbursement(req, ctx) {
-      const { row, installments } = await disbursements.get(emOf(ctx.values), req.id);
-      return { disbursement: toDisbursement(row, installments) };
+      return { disbursement: toDisbursement(await disbursements.get(emOf(ctx.values), req.id)) };
     },
   };
 }

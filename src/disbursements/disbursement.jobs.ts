@@ -1,17 +1,19 @@
 import type { Jobs } from "../platform/jobs/jobs.ts";
 import type { DisbursementService } from "./disbursement.service.ts";
-import { COLLECT_QUEUE, PAYOUT_QUEUE } from "./disbursement.service.ts";
+import { COLLECT_QUEUE, type MandateService, PAYOUT_QUEUE } from "./mandate.service.ts";
 import type { RepaymentService } from "./repayment.service.ts";
 
 /**
  * The payout worker (one disbursement per job, retried by pg-boss if the process dies mid-way), the debit
  * worker (one installment per job, on its due date), and sweeps every minute for any due installment whose
- * job was lost and any payout left unfinished (which also asks the provider about transfers still pending).
+ * job was lost, any payout left unfinished (which also asks the provider about transfers still pending), and
+ * any repayment mandate left unanswered past its time (CANCELLED, `mandate_expired`).
  */
 export async function registerDisbursementJobs(
   jobs: Jobs,
   disbursements: DisbursementService,
   repayments: RepaymentService,
+  mandates: MandateService,
   resumeAfterMs: number,
 ): Promise<void> {
   await jobs.work(
@@ -38,6 +40,7 @@ export async function registerDisbursementJobs(
   await jobs.schedule("repayments.sweep", "* * * * *", {});
   await jobs.work("disbursements.sweep", { batchSize: 1 }, async (em) => ({
     resumed: await disbursements.resumeStuck(em, resumeAfterMs),
+    lapsed: await mandates.expireDue(em),
   }));
   await jobs.schedule("disbursements.sweep", "* * * * *", {});
   // A worker starting up (perhaps after a crash) finishes what was left half-done without waiting a minute.

@@ -35,7 +35,7 @@ function disbursementOf(r: Record<string, unknown>): Disbursement {
     feeRateBps: r.fee_rate_bps as number,
     destination: r.destination as Disbursement["destination"],
     reference: r.reference as string,
-    scheduleAcceptedAt: r.schedule_accepted_at as Date,
+    scheduleAcceptedAt: r.schedule_accepted_at as Date | null,
     failureReason: r.failure_reason as string | null,
     provider: r.provider as string,
     createdAt: r.created_at as Date,
@@ -43,6 +43,15 @@ function disbursementOf(r: Record<string, unknown>): Disbursement {
     deliveredAt: r.delivered_at as Date | null,
     failedAt: r.failed_at as Date | null,
     reversedAt: r.reversed_at as Date | null,
+    acceptanceTokenHash: r.acceptance_token_hash as Buffer | null,
+    acceptanceTokenEnc: r.acceptance_token_enc as Buffer | null,
+    acceptanceExpiresAt: r.acceptance_expires_at as Date | null,
+    acceptanceMethod: r.acceptance_method as Disbursement["acceptanceMethod"],
+    acceptedSchedule: r.accepted_schedule as Disbursement["acceptedSchedule"],
+    acceptedTotalKobo: r.accepted_total_kobo == null ? null : BigInt(r.accepted_total_kobo as string),
+    acceptanceEvidenceEnc: r.acceptance_evidence_enc as Buffer | null,
+    acceptanceTermsHash: r.acceptance_terms_hash as Buffer | null,
+    cancelledAt: r.cancelled_at as Date | null,
   };
 }
 
@@ -119,8 +128,9 @@ export const disbursementRepository = {
       tx,
       `insert into disbursements (id, partner_id, environment, user_id, status, principal_kobo, fee_kobo,
          fee_rate_bps, destination, reference, schedule_accepted_at, failure_reason, provider, created_at,
-         processing_at, delivered_at, failed_at, reversed_at)
-       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+         processing_at, delivered_at, failed_at, reversed_at, acceptance_token_hash, acceptance_token_enc,
+         acceptance_expires_at)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
        on conflict (partner_id, environment, reference) do nothing
        returning id`,
       [
@@ -142,9 +152,94 @@ export const disbursementRepository = {
         d.deliveredAt,
         d.failedAt,
         d.reversedAt,
+        d.acceptanceTokenHash,
+        d.acceptanceTokenEnc,
+        d.acceptanceExpiresAt,
       ],
     );
     return rows.length === 1;
+  },
+
+  /** A disbursement by its mandate page's token (the page knows no tenant), locked when asked. */
+  async findByAcceptanceToken(em: Em, tokenHash: Buffer, lock: boolean): Promise<Disbursement | undefined> {
+    const [row] = await sql(
+      em,
+      `select * from disbursements where acceptance_token_hash = $1${lock ? " for update" : ""}`,
+      [tokenHash],
+    );
+    return row && disbursementOf(row);
+  },
+
+  /** A disbursement, whoever's it is (the platform's prompt session names it). */
+  async findAny(em: Em, id: string): Promise<Disbursement | undefined> {
+    const [row] = await sql(em, "select * from disbursements where id = $1", [id]);
+    return row && disbursementOf(row);
+  },
+
+  /**
+   * Records the person's acceptance of an AWAITING_ACCEPTANCE disbursement (locked) and makes it PENDING: the
+   * schedule and total as shown, how the person was authenticated, the sealed evidence and the terms' hash.
+   */
+  async accept(
+    tx: Em,
+    id: string,
+    a: Required<
+      Pick<
+        Disbursement,
+        | "acceptanceMethod"
+        | "acceptedSchedule"
+        | "acceptedTotalKobo"
+        | "acceptanceEvidenceEnc"
+        | "acceptanceTermsHash"
+        | "scheduleAcceptedAt"
+      >
+    >,
+  ): Promise<boolean> {
+    const rows = await sql(
+      tx,
+      `update disbursements set status = 'PENDING', acceptance_method = $2, accepted_schedule = $3::jsonb,
+              accepted_total_kobo = $4, acceptance_evidence_enc = $5, acceptance_terms_hash = $6,
+              schedule_accepted_at = $7
+        where id = $1 and status = 'AWAITING_ACCEPTANCE' returning id`,
+      [
+        id,
+        a.acceptanceMethod,
+        JSON.stringify(a.acceptedSchedule),
+        a.acceptedTotalKobo?.toString() ?? null,
+        a.acceptanceEvidenceEnc,
+        a.acceptanceTermsHash,
+        a.scheduleAcceptedAt,
+      ],
+    );
+    return rows.length === 1;
+  },
+
+  /** Cancels an AWAITING_ACCEPTANCE disbursement with a reason, and its schedule. */
+  async cancelMandate(tx: Em, id: string, reason: string, at: Date): Promise<boolean> {
+    const rows = await sql(
+      tx,
+      `update disbursements set status = 'CANCELLED', failure_reason = $2, cancelled_at = $3
+        where id = $1 and status = 'AWAITING_ACCEPTANCE' returning id`,
+      [id, reason, at],
+    );
+    if (rows.length === 0) return false;
+    await sql(
+      tx,
+      "update installments set status = 'CANCELLED', next_attempt_at = null where disbursement_id = $1 and status = 'SCHEDULED'",
+      [id],
+    );
+    return true;
+  },
+
+  /** Mandates left unanswered past their time, oldest first. */
+  async lapsedMandates(em: Em, now: Date, limit: number): Promise<string[]> {
+    const rows = await sql<{ id: string }>(
+      em,
+      `select id from disbursements where status = 'AWAITING_ACCEPTANCE' and acceptance_expires_at <= $1
+        order by acceptance_expires_at limit $2`,
+      [now, limit],
+    );
+    return rows.map((r) => r.id);
   },
 
   /** Adds the schedule, one row per installment, debited at `debitHourUtc` on each due date. */
@@ -170,9 +265,16 @@ export const disbursementRepository = {
     );
   },
 
-  /** A disbursement's installments, in schedule order. */
-  schedule(em: Em, disbursementId: string): Promise<Installment[]> {
-    return em.find(InstallmentEntity, { disbursementId }, { orderBy: { seq: "asc" } });
+  /**
+   * A disbursement's installments, in schedule order. `anyTenant`: for the mandate page and the sandbox
+   * helpers' acceptance, which found the disbursement themselves (by its page token, or locked as the caller's).
+   */
+  schedule(em: Em, disbursementId: string, anyTenant = false): Promise<Installment[]> {
+    return em.find(
+      InstallmentEntity,
+      { disbursementId },
+      { orderBy: { seq: "asc" }, ...(anyTenant ? everyTenant : {}) },
+    );
   },
 
   /**
@@ -263,6 +365,14 @@ export const disbursementRepository = {
                 where id = $1 and status = 'SCHEDULED' and next_attempt_at <= $2 for update) old
         where i.id = old.old_id and d.id = i.disbursement_id
           and (d.status = 'DELIVERED' or old.previous_reference is not null)
+          -- The person's acceptance is the debit authority: no debit above its accepted installment, and the
+          -- debits of a disbursement never above the accepted total (CONTRACT.md §6).
+          and d.accepted_total_kobo is not null
+          and i.amount_kobo <= (d.accepted_schedule -> (i.seq - 1) ->> 'amountKobo')::bigint
+          and i.amount_kobo + (select coalesce(sum(x.amount_kobo), 0) from installments x
+                                where x.disbursement_id = d.id and x.id <> i.id
+                                  and (x.status = 'COLLECTED' or x.pending_reference is not null))
+              <= d.accepted_total_kobo
         returning i.*, d.user_id as d_user_id, d.reference as d_reference, d.environment as d_environment,
                   old.previous_reference is not null as was_pending`,
       [installmentId, now, leaseMs],
@@ -280,6 +390,15 @@ export const disbursementRepository = {
 
   /** The installment whose debit is in flight under `reference`, locked, with its disbursement. */
   async lockPendingDebit(tx: Em, reference: string): Promise<PendingDebit | undefined> {
+    // The disbursement first, then the installment: the order a reversal takes them in (it locks the
+    // disbursement, then cancels and refunds its installments), so the two wait for each other in turn
+    // instead of deadlocking.
+    await sql(
+      tx,
+      `select d.id from disbursements d join installments i on i.disbursement_id = d.id
+        where i.pending_reference = $1 for update of d`,
+      [reference],
+    );
     // An installment's disbursement carries the tenancy filter, and MikroORM joins it in to apply it: the
     // worker serves every tenant, so it says so.
     const installment = await tx.findOne(
@@ -326,6 +445,14 @@ export const disbursementRepository = {
 
   /** An installment of a disbursement of `em`'s tenant, locked, with its disbursement. */
   async lockOwnedInstallment(tx: Em, id: string): Promise<PendingDebit | undefined> {
+    // The disbursement first, as a reversal and a debit's settlement take them (see lockPendingDebit).
+    const tenant = tenantOf(tx);
+    await sql(
+      tx,
+      `select d.id from disbursements d join installments i on i.disbursement_id = d.id
+        where i.id = $1 and d.partner_id = $2 and d.environment = $3 for update of d`,
+      [id, tenant.partnerId, tenant.environment],
+    );
     const installment = await tx.findOne(InstallmentEntity, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
     if (!installment) return undefined;
     // The tenancy filter decides: another partner's disbursement is simply not found.

@@ -2,7 +2,6 @@ import type { BookKind, BooksService } from "../books/books.service.ts";
 import type { ConsentService } from "../consent/consent.service.ts";
 import type { LendingTerms, PartnerService } from "../partners/partner.service.ts";
 import type { Clock } from "../platform/clock.ts";
-import { ms } from "../platform/clock.ts";
 import { addDays, isCalendarDate, lagosDay } from "../platform/dates.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
@@ -18,12 +17,12 @@ import type { Disbursement } from "./disbursement.entity.ts";
 import { disbursementRepository as repo } from "./disbursement.repository.ts";
 import { feeKobo } from "./fee.ts";
 import type { Installment } from "./installment.entity.ts";
+import type { MandateService } from "./mandate.service.ts";
 import type { PaymentProvider, TransferOutcome } from "./provider.ts";
+import { refundRepository } from "./refund.repository.ts";
+import { REFUND_QUEUE } from "./refund.service.ts";
 
-/** The queue of payout jobs, one per disbursement (the claim on its row lets one attempt act at a time). */
-export const PAYOUT_QUEUE = "disbursements.payout";
-/** The queue of debit jobs, one per installment, due on its date. */
-export const COLLECT_QUEUE = "repayments.collect";
+export { COLLECT_QUEUE, PAYOUT_QUEUE } from "./mandate.service.ts";
 /** Debits run at 08:00 in Lagos (07:00 UTC) on the due date. */
 export const DEBIT_HOUR_UTC = 7;
 
@@ -54,7 +53,15 @@ export interface DisbursementInput {
   destination: "WALLET" | "BANK" | undefined;
   reference: string;
   installments: { dueDate: string; amountKobo: bigint }[];
-  scheduleAcceptedAt: string;
+  /** How long the person has to answer the mandate (0: the default, 24). */
+  acceptanceExpiresInHours: number;
+}
+
+/** A disbursement as partners see it: its status now, its schedule and, while unanswered, its mandate page. */
+export interface DisbursementView<I extends { dueDate: string; amountKobo: bigint } = Installment> {
+  row: Disbursement;
+  installments: I[];
+  acceptanceUrl: string;
 }
 
 const MAX_PRINCIPAL = 1_000_000_000_000n;
@@ -73,17 +80,19 @@ export function createDisbursementService(o: {
   consents: ConsentService;
   partners: PartnerService;
   books: BooksService;
-  jobs: Jobs;
   outbox: Outbox;
   /** The provider per environment; production has none until the HTTP adapter is configured. */
   providers: Partial<Record<Environment, PaymentProvider>>;
   instruments: PaymentInstrumentStore;
+  mandates: MandateService;
+  /** Queues the refunds a reversal owes, in the reversal's transaction. */
+  jobs: Jobs;
   logger: Logger;
   metrics?: Metrics;
   /** How long an attempt holds a PROCESSING payout (PAYOUT_RESUME_AFTER_MS; longer than a provider call). */
   leaseMs: number;
 }) {
-  const { clock, jobs, outbox } = o;
+  const { clock, outbox } = o;
 
   /**
    * The request's own shape, then the bounds that hold even for a schedule the person accepts (CONTRACT.md
@@ -96,9 +105,11 @@ export function createDisbursementService(o: {
       problems.principalKobo = "must be 1 to 1000000000000 kobo";
     if (!input.destination) problems.destination = "must be WALLET or BANK";
     if (!REFERENCE.test(input.reference)) problems.reference = "must be 1 to 64 visible ASCII characters";
-    const accepted = Date.parse(input.scheduleAcceptedAt);
-    if (Number.isNaN(accepted) || accepted > now.getTime() + 5 * ms.minute)
-      problems.scheduleAcceptedAt = "must be an RFC 3339 time, not in the future";
+    try {
+      o.mandates.expiresAt(now, input.acceptanceExpiresInHours);
+    } catch {
+      problems.acceptanceExpiresInHours = "must be 1 to 168 (hours)";
+    }
     const today = lagosDay(now);
     // Without the partner's terms (the check before any query), only the request's own shape.
     const lastAllowed = terms ? addDays(today, terms.maxTenorDays) : "9999-12-31";
@@ -161,11 +172,16 @@ export function createDisbursementService(o: {
 
   return {
     /**
-     * Creates a disbursement, inside the transaction that stores the request's idempotency record: the edge
-     * opens one only for a request with an `Idempotency-Key` (CONTRACT.md §6: a payout is never started
-     * without a key to retry it safely with).
+     * Creates a disbursement AWAITING_ACCEPTANCE, inside the transaction that stores the request's
+     * idempotency record: the edge opens one only for a request with an `Idempotency-Key` (CONTRACT.md §6: a
+     * payout is never started without a key to retry it safely with). Nothing is queued: the person's
+     * acceptance on the mandate page starts the payout and schedules the debits.
      */
-    async create(tx: Em, caller: Caller, input: DisbursementInput): Promise<Disbursement> {
+    async create(
+      tx: Em,
+      caller: Caller,
+      input: DisbursementInput,
+    ): Promise<DisbursementView<{ dueDate: string; amountKobo: bigint }>> {
       if (!tx.isInTransaction()) throw new ApiError("idempotency_key_required");
       const now = clock.now();
       validate(input, now);
@@ -173,6 +189,7 @@ export function createDisbursementService(o: {
       if (provider?.environment !== caller.environment) {
         throw new ApiError("unavailable", `No payment provider is configured for ${caller.environment}.`);
       }
+      o.mandates.assertCanAsk(caller.environment);
       await o.consents.assertActive(tx, caller, input.userId);
       const terms = await o.partners.lendingTerms(tx, caller.partnerId);
       validate(input, now, terms);
@@ -189,18 +206,19 @@ export function createDisbursementService(o: {
         if (Object.keys(missing).length) throw validationFailed(missing);
       }
       const id = newId("dsb");
+      const mandate = o.mandates.mint(id);
       const row: Disbursement = {
         id,
         partnerId: caller.partnerId,
         environment: caller.environment,
         userId: input.userId,
-        status: "PENDING",
+        status: "AWAITING_ACCEPTANCE",
         principalKobo: input.principalKobo,
         feeKobo: feeKobo(input.principalKobo, rate),
         feeRateBps: rate,
         destination: input.destination as "WALLET" | "BANK",
         reference: input.reference,
-        scheduleAcceptedAt: new Date(input.scheduleAcceptedAt),
+        scheduleAcceptedAt: null,
         failureReason: null,
         provider: provider.name,
         createdAt: now,
@@ -208,6 +226,19 @@ export function createDisbursementService(o: {
         deliveredAt: null,
         failedAt: null,
         reversedAt: null,
+        acceptanceTokenHash: mandate.tokenHash,
+        acceptanceTokenEnc: mandate.tokenEnc,
+        acceptanceExpiresAt: o.mandates.expiresAt(
+          now,
+          input.acceptanceExpiresInHours,
+          input.installments[0]?.dueDate,
+        ),
+        acceptanceMethod: null,
+        acceptedSchedule: null,
+        acceptedTotalKobo: null,
+        acceptanceEvidenceEnc: null,
+        acceptanceTermsHash: null,
+        cancelledAt: null,
       };
       if (!(await repo.insert(tx, row))) {
         throw new ApiError(
@@ -215,22 +246,19 @@ export function createDisbursementService(o: {
           `Reference ${input.reference} is already used by another disbursement.`,
         );
       }
-      const installments = await repo.insertSchedule(tx, id, input.installments, DEBIT_HOUR_UTC);
-      await jobs.send(tx, PAYOUT_QUEUE, { disbursementId: id });
-      // A debit job per installment on its date; the minute sweep catches any that is lost.
-      await jobs.insert(
-        tx,
-        COLLECT_QUEUE,
-        installments.map((i) => ({ data: { installmentId: i.id }, startAfter: i.next_attempt_at })),
-      );
-      return row;
+      await repo.insertSchedule(tx, id, input.installments, DEBIT_HOUR_UTC);
+      return { row, installments: input.installments, acceptanceUrl: o.mandates.acceptanceUrl(row) };
     },
 
-    /** A disbursement of the caller's, with its schedule. */
-    async get(em: Em, id: string): Promise<{ row: Disbursement; installments: Installment[] }> {
+    /** A disbursement of the caller's, as it is now, with its schedule. */
+    async get(em: Em, id: string): Promise<DisbursementView> {
       const row = isId("dsb", id) ? await repo.find(em, id) : null;
       if (!row) throw new ApiError("not_found", `No disbursement ${id}.`);
-      return { row, installments: await repo.schedule(em, id) };
+      return {
+        row: o.mandates.current(row),
+        installments: await repo.schedule(em, id),
+        acceptanceUrl: o.mandates.acceptanceUrl(row),
+      };
     },
 
     /**
@@ -276,7 +304,8 @@ export function createDisbursementService(o: {
      * twice changes nothing. SUCCESS: DELIVERED, booked (principal out, fee) and `DISBURSEMENT_DELIVERED`.
      * FAILED (or reversed before we saw it delivered): FAILED with the reason, the schedule cancelled.
      * REVERSED after delivery: REVERSED with the reason, principal and fee booked back, the schedule
-     * cancelled; no event (CONTRACT.md §6).
+     * cancelled, and a refund owed (with its job) for every repayment already collected; no event
+     * (CONTRACT.md §6).
      */
     async settlePayout(em: Em, id: string, outcome: TransferOutcome): Promise<Disbursement["status"]> {
       let changed: { environment: string; outcome: string } | undefined;
@@ -299,6 +328,10 @@ export function createDisbursementService(o: {
             ["FEE_REVERSED", current.feeKobo],
           ]);
           await repo.cancelSchedule(tx, id);
+          // What was collected is owed back (CONTRACT.md §6): each collected repayment's refund is marked owed
+          // with the reversal; the refund worker sends it (RefundService).
+          const owed = await refundRepository.owe(tx, id);
+          for (const installmentId of owed) await o.jobs.send(tx, REFUND_QUEUE, { installmentId });
           changed = { environment: current.environment, outcome: "reversed" };
           return "REVERSED";
         }

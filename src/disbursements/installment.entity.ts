@@ -31,6 +31,23 @@ export const InstallmentEntity = defineEntity({
      * crash, a time-out or a pending answer) asks the provider about it instead of charging anew.
      */
     pendingReference: p.text().nullable(),
+    /** The provider reference of the charge that collected it (what a refund is made against). */
+    collectedReference: p.text().nullable(),
+    /**
+     * A refund owed once the payout was reversed after this was collected (CONTRACT.md §6): PENDING until the
+     * provider has refunded it (REFUNDED), or FAILED when the provider refused it. Null: nothing is owed.
+     */
+    refundStatus: p.enum(["PENDING", "REFUNDED", "FAILED"] as const).nullable(),
+    /** Our reference for the refund (`rfd_…`), set when it is owed. */
+    refundReference: p.text().nullable(),
+    /**
+     * While PENDING, when the refund may next be attempted: null before the first attempt, the end of the
+     * running attempt's lease, or when a refund the provider has not settled is asked about again.
+     */
+    refundNextAttemptAt: p.datetime().nullable(),
+    refundedAt: p.datetime().nullable(),
+    /** Why the provider refused the refund (a stable code), when FAILED. */
+    refundFailure: p.text().nullable(),
   },
   checks: [{ name: "installments_amount_kobo_check", expression: "amount_kobo > 0" }],
   uniques: [
@@ -40,8 +57,24 @@ export const InstallmentEntity = defineEntity({
       name: "installments_pending_reference",
       expression: "create unique index installments_pending_reference on installments (pending_reference)",
     },
+    {
+      name: "installments_collected_reference",
+      expression:
+        "create unique index installments_collected_reference on installments (collected_reference)",
+    },
+    {
+      name: "installments_refund_reference",
+      expression: "create unique index installments_refund_reference on installments (refund_reference)",
+    },
   ],
-  indexes: [{ name: "installments_due", properties: ["nextAttemptAt"], where: "status = 'SCHEDULED'" }],
+  indexes: [
+    { name: "installments_due", properties: ["nextAttemptAt"], where: "status = 'SCHEDULED'" },
+    {
+      name: "installments_refunds_due",
+      properties: ["refundNextAttemptAt"],
+      where: "refund_status = 'PENDING'",
+    },
+  ],
 });
 
 /** An installment row. */

@@ -7,6 +7,8 @@ import type {
   DebitOutcome,
   DebitRequest,
   PaymentProvider,
+  RefundOutcome,
+  RefundRequest,
   TransferOutcome,
   TransferRequest,
 } from "./provider.ts";
@@ -43,10 +45,19 @@ interface TransferData {
 }
 
 interface ChargeData {
+  /** The provider's own id of the transaction, which its refunds name. */
+  id?: number;
   reference?: string;
   status?: string;
   amount?: number;
   gateway_response?: string;
+}
+
+interface RefundData {
+  status?: string;
+  amount?: number;
+  /** The refunded transaction: its id in lists, the transaction itself on create. */
+  transaction?: number | { id?: number; reference?: string };
 }
 
 /** A Paystack-style provider adapter, with the lookups its webhook reconciliation needs. */
@@ -55,6 +66,8 @@ export interface PaystackProvider extends PaymentProvider {
   lookupTransfer(reference: string, amountKobo: bigint): Promise<TransferOutcome | undefined>;
   /** The provider's current answer about a charge we made, or undefined when it has none under this reference. */
   lookupDebit(reference: string, amountKobo: bigint): Promise<DebitOutcome | undefined>;
+  /** The provider's current answer about the refund of a charge, or undefined when the charge has none. */
+  lookupRefund(chargeReference: string, amountKobo: bigint): Promise<RefundOutcome | undefined>;
   /** True when `signature` is the hex HMAC-SHA512 of `body` under the secret key (constant-time). */
   verifySignature(body: Buffer, signature: string | undefined): boolean;
 }
@@ -86,9 +99,21 @@ function debitOutcome(data: ChargeData | undefined): DebitOutcome {
 }
 
 /**
+ * Maps the provider's refund status to ours: `processed` is the money back with the user; `failed` is a
+ * refund the user's bank refused; anything else (pending, processing, needs-attention…) is not settled yet.
+ */
+function refundOutcome(data: RefundData | undefined): RefundOutcome {
+  const status = data?.status ?? "";
+  if (status === "processed") return { status: "SUCCESS" };
+  if (status === "failed") return { status: "FAILED", reason: "refund_failed" };
+  return { status: "PENDING" };
+}
+
+/**
  * The HTTP adapter for a Paystack-style provider. Transfers go from the balance to the user's bank or wallet
  * recipient with our disbursement id as the provider's `reference`; debits charge the user's stored
- * authorisation with `rpy_…:<attempt>` as the reference. A call that may have reached the provider before
+ * authorisation with `rpy_…:<attempt>` as the reference; refunds are made against that charge (`POST /refund`),
+ * which the provider refunds at most once over. A call that may have reached the provider before
  * (`resumed`) first asks by reference; a refused create is also checked by reference (the provider refuses a
  * reference it has seen), so one reference is at most one movement of money.
  */
@@ -162,12 +187,38 @@ export function createPaystackProvider(o: {
     return debitOutcome(envelope.data);
   };
 
+  /**
+   * The refund of a charge: the charge's own id, then the provider's refunds of it. A processed one answers;
+   * else one still under way; else (every one failed) the failure.
+   */
+  const lookupRefund = async (chargeReference: string, amountKobo: bigint) => {
+    const charge = await call<ChargeData>(
+      "GET",
+      `/transaction/verify/${encodeURIComponent(chargeReference)}`,
+    );
+    const id = charge.envelope.data?.id;
+    if (charge.status >= 400 || !charge.envelope.status || id === undefined) return undefined;
+    const { status, envelope } = await call<RefundData[]>("GET", `/refund?transaction=${id}`);
+    if (status >= 400 || !envelope.status || !Array.isArray(envelope.data)) return undefined;
+    const ofCharge = envelope.data.filter((r) =>
+      typeof r.transaction === "object" ? r.transaction?.id === id : r.transaction === id,
+    );
+    const chosen =
+      ofCharge.find((r) => r.status === "processed") ??
+      ofCharge.find((r) => refundOutcome(r).status === "PENDING") ??
+      ofCharge[0];
+    if (!chosen) return undefined;
+    checkAmount(chargeReference, amountKobo, chosen.amount);
+    return refundOutcome(chosen);
+  };
+
   return {
     name: "paystack",
     environment: "production",
     needsInstruments: true,
     lookupTransfer,
     lookupDebit,
+    lookupRefund,
 
     async transfer(em: Em, request: TransferRequest, options: CallOptions): Promise<TransferOutcome> {
       if (options.resumed) {
@@ -218,6 +269,27 @@ export function createPaystackProvider(o: {
       }
       const known = await lookupDebit(request.reference, request.amountKobo);
       return known ?? { status: "FAILED", reason: "debit_declined" };
+    },
+
+    async refund(_em: Em, request: RefundRequest, options: CallOptions): Promise<RefundOutcome> {
+      if (options.resumed) {
+        const known = await lookupRefund(request.chargeReference, request.amountKobo);
+        if (known) return known;
+      }
+      const { status, envelope } = await call<RefundData>("POST", "/refund", {
+        transaction: request.chargeReference,
+        amount: Number(request.amountKobo),
+        currency: "NGN",
+        customer_note: "Repayment refunded: the loan payout was reversed",
+        merchant_note: `Refund ${request.reference}`,
+      });
+      if (status < 400 && envelope.status) {
+        checkAmount(request.chargeReference, request.amountKobo, envelope.data?.amount);
+        return refundOutcome(envelope.data);
+      }
+      // Refused. A charge already refunded is refused too: then the refund it holds is the answer.
+      const known = await lookupRefund(request.chargeReference, request.amountKobo);
+      return known ?? { status: "FAILED", reason: "provider_declined" };
     },
 
     verifySignature(body: Buffer, signature: string | undefined): boolean {

@@ -3,6 +3,7 @@ import type { Logger } from "../platform/logger.ts";
 import type { DisbursementService } from "./disbursement.service.ts";
 import type { PaystackProvider } from "./paystack.ts";
 import { providerReference } from "./paystack.ts";
+import type { RefundService } from "./refund.service.ts";
 import type { RepaymentService } from "./repayment.service.ts";
 
 /** The path the payment provider posts its webhooks to, on the partner listener. */
@@ -19,7 +20,8 @@ export type ProviderWebhookResult =
 export type ProviderWebhooks = ReturnType<typeof createProviderWebhooks>;
 
 /**
- * The provider's webhooks (`transfer.success`, `transfer.failed`, `transfer.reversed`, `charge.success`, …):
+ * The provider's webhooks (`transfer.success`, `transfer.failed`, `transfer.reversed`, `charge.success`,
+ * `refund.processed`, …):
  * verified by their HMAC-SHA512 signature, then reconciled by our reference. The body only says which
  * reference to look at: the outcome recorded is the one the provider answers when asked about that
  * reference, so a replayed, stale or out-of-order webhook can do no harm. Settling is guarded by status, so
@@ -29,6 +31,7 @@ export function createProviderWebhooks(o: {
   paystack: PaystackProvider | undefined;
   disbursements: DisbursementService;
   repayments: RepaymentService;
+  refunds: RefundService;
   logger: Logger;
 }) {
   return {
@@ -39,7 +42,7 @@ export function createProviderWebhooks(o: {
     async receive(em: Em, body: Buffer, signature: string | undefined): Promise<ProviderWebhookResult> {
       const paystack = o.paystack;
       if (!paystack?.verifySignature(body, signature)) return { status: "bad_signature" };
-      let event: { event?: unknown; data?: { reference?: unknown } };
+      let event: { event?: unknown; data?: { reference?: unknown; transaction_reference?: unknown } };
       try {
         event = JSON.parse(body.toString("utf8"));
       } catch {
@@ -53,6 +56,7 @@ export function createProviderWebhooks(o: {
         if (!disbursement) return { status: "ignored" };
         const outcome = await paystack.lookupTransfer(reference, disbursement.principalKobo);
         if (!outcome) return { status: "ignored" };
+        // A reversal owes back what was collected, and queues its refunds, in its own transaction.
         const status = await o.disbursements.settlePayout(em, reference, outcome);
         return { status: "settled", reference, outcome: status };
       }
@@ -63,6 +67,17 @@ export function createProviderWebhooks(o: {
         if (!outcome) return { status: "ignored" };
         const status = await o.repayments.settleDebit(em, reference, outcome);
         return { status: "settled", reference, outcome: status };
+      }
+      // A refund's events name the charge it refunds.
+      const charge =
+        typeof event?.data?.transaction_reference === "string" ? event.data.transaction_reference : "";
+      if (kind.startsWith("refund.") && providerReference.isDebit(charge)) {
+        const owed = await o.refunds.pendingByCharge(em, "production", charge);
+        if (!owed) return { status: "ignored" };
+        const outcome = await paystack.lookupRefund(charge, owed.amountKobo);
+        if (!outcome) return { status: "ignored" };
+        const status = await o.refunds.settle(em, owed.installmentId, outcome);
+        return { status: "settled", reference: charge, outcome: status };
       }
       o.logger.debug("provider webhook ignored", { event: kind.slice(0, 64) });
       return { status: "ignored" };

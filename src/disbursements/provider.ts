@@ -1,5 +1,6 @@
 import type { Em } from "../platform/db/orm.ts";
 import { disbursementRepository } from "./disbursement.repository.ts";
+import { refundRepository } from "./refund.repository.ts";
 
 /** What a payout asks of a payment provider. */
 export interface TransferRequest {
@@ -38,6 +39,25 @@ export interface DebitRequest {
   userId: string;
 }
 
+/** What a refund of a collected repayment asks of the provider. */
+export interface RefundRequest {
+  /** Our refund reference (`rfd_…`), shown on the provider's record. */
+  reference: string;
+  /**
+   * The provider reference of the charge that collected the repayment (`rpy_…:<attempt>`): the refund is made
+   * against it, and a provider refunds a charge at most once over (never more than it collected).
+   */
+  chargeReference: string;
+  amountKobo: bigint;
+  userId: string;
+}
+
+/** The provider's answer about a refund. `PENDING`: accepted, not yet settled with the user's bank. */
+export type RefundOutcome =
+  | { status: "SUCCESS" }
+  | { status: "PENDING" }
+  | { status: "FAILED"; reason: string };
+
 /** How a call is made. */
 export interface CallOptions {
   /**
@@ -62,6 +82,11 @@ export interface PaymentProvider {
   transfer(em: Em, request: TransferRequest, options: CallOptions): Promise<TransferOutcome>;
   /** Charges the user's stored debit authorisation, or returns the outcome of the charge already made under this reference. */
   debit(em: Em, request: DebitRequest, options: CallOptions): Promise<DebitOutcome>;
+  /**
+   * Refunds a collected repayment against the charge that collected it, or returns the outcome of the refund
+   * already made against that charge. Throws when the provider holds another amount than asked.
+   */
+  refund(em: Em, request: RefundRequest, options: CallOptions): Promise<RefundOutcome>;
 }
 
 /** Sandbox disbursements whose partner reference ends in this have every repayment debit fail. */
@@ -87,8 +112,9 @@ function simulatedTransfer(partnerReference: string): { status: SimulatedStatus;
  * The sandbox simulator: deterministic outcomes chosen by the request (a partner reference ending in `_fail`
  * fails with `destination_unavailable`, one ending in `_pending` stays pending, one ending in `_debit_fail`
  * pays out and has every debit fail with `insufficient_funds`), recorded by reference so a repeated call
- * returns the first outcome. The sandbox helpers change a recorded outcome, as the provider would, and then
- * settle it through the same path as a provider webhook.
+ * returns the first outcome. A refund is recorded once per charge, and succeeds for a charge it collected.
+ * The sandbox helpers change a recorded outcome, as the provider would, and then settle it through the same
+ * path as a provider webhook.
  */
 export const sandboxProvider: PaymentProvider = {
   name: "sandbox",
@@ -120,6 +146,20 @@ export const sandboxProvider: PaymentProvider = {
       request.amountKobo,
       fails ? { status: "FAILED", reason: "insufficient_funds" } : { status: "SUCCESS", reason: null },
     );
+    return row?.status === "SUCCESS"
+      ? { status: "SUCCESS" }
+      : { status: "FAILED", reason: row?.failure_reason ?? "failed" };
+  },
+  async refund(em, request) {
+    const row = await refundRepository.simulatedRefund(
+      em,
+      request.reference,
+      request.chargeReference,
+      request.amountKobo,
+    );
+    // As the HTTP adapter: another amount than asked is never settled, as more or as less.
+    if (row && BigInt(row.amount_kobo) !== request.amountKobo)
+      throw new Error(`simulated refund amount for ${request.chargeReference} differs from ours`);
     return row?.status === "SUCCESS"
       ? { status: "SUCCESS" }
       : { status: "FAILED", reason: row?.failure_reason ?? "failed" };

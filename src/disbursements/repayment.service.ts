@@ -11,6 +11,7 @@ import { disbursementRepository as repo } from "./disbursement.repository.ts";
 import type { DisbursementService } from "./disbursement.service.ts";
 import type { Installment } from "./installment.entity.ts";
 import type { DebitOutcome } from "./provider.ts";
+import type { RefundService } from "./refund.service.ts";
 
 /** Repayment rules (CONTRACT.md §6), as data. */
 export const repaymentSchedule = {
@@ -41,6 +42,7 @@ export function createRepaymentService(o: {
   ledger: LedgerService;
   books: BooksService;
   disbursements: DisbursementService;
+  refunds: RefundService;
   metrics?: Metrics;
 }) {
   const { clock, outbox } = o;
@@ -71,8 +73,10 @@ export function createRepaymentService(o: {
     /**
      * Records what the provider says of a debit, whoever learnt it (the debit job or the provider's webhook).
      * Only the pending reference is settled, once: SUCCESS writes the user's ledger, the partner's books and
-     * `REPAYMENT_COLLECTED`; FAILED emits `REPAYMENT_FAILED` and schedules the next daily retry, or gives up
-     * after the third. PENDING leaves it to be asked again (or settled by the webhook).
+     * `REPAYMENT_COLLECTED` (and, when the payout was reversed while the debit was at the provider, owes it
+     * back at once); FAILED emits `REPAYMENT_FAILED` and schedules the next daily retry, or gives up after the
+     * third (or at once when the payout is no longer DELIVERED: CANCELLED, nothing is owed). PENDING leaves it
+     * to be asked again (or settled by the webhook).
      */
     async settleDebit(
       em: Em,
@@ -104,6 +108,7 @@ export function createRepaymentService(o: {
             collectedAt: at,
             nextAttemptAt: null,
             pendingReference: null,
+            collectedReference: reference,
           });
           await repo.save(tx);
           await o.ledger.ingest(tx, [
@@ -126,16 +131,22 @@ export function createRepaymentService(o: {
             type: "REPAYMENT_COLLECTED",
             payload: { ...payload, collectedAt: at.toISOString() },
           });
+          // Collected after its payout was reversed: what was collected is owed back (CONTRACT.md §6). Asked
+          // of the database, not of `d`: `owe` reads the payout's status under a lock, so a reversal committing
+          // at the same time is never missed.
+          await o.refunds.owe(tx, d.id);
           changed = { environment: d.environment, outcome: "collected" };
           return "COLLECTED";
         }
-        const willRetry = i.attempts <= repaymentSchedule.retries;
+        // A payout failed or reversed while this debit was at the provider: nothing more is owed.
+        const owed = d.status === "DELIVERED";
+        const willRetry = owed && i.attempts <= repaymentSchedule.retries;
         Object.assign(i, {
           lastFailure: outcome.reason,
           pendingReference: null,
-          status: willRetry ? "SCHEDULED" : "FAILED",
+          status: willRetry ? "SCHEDULED" : owed ? "FAILED" : "CANCELLED",
           nextAttemptAt: willRetry ? new Date(at.getTime() + repaymentSchedule.retryEveryMs) : null,
-          failedAt: willRetry ? null : at,
+          failedAt: !willRetry && owed ? at : null,
         });
         await repo.save(tx);
         await outbox.raise(tx, {

@@ -141,6 +141,7 @@ export function createPersonService(o: {
      * Checks a code against the subject's newest one, in `tx`: a right one is used up, a wrong one counted.
      * The caller commits `tx` whatever the answer (a wrong try must stay counted) and acts only on `ok`.
      * With `mayPass` false (a phone with no account) no code is right, and the answer is as for a wrong one.
+     * Past the phone's daily cap of wrong codes, `rate_limited` (nothing counted, the page not locked).
      */
     async check(tx: Em, subject: CodeSubject, code: string, mayPass = true): Promise<CodeCheck> {
       const now = o.clock.now();
@@ -153,8 +154,12 @@ export function createPersonService(o: {
         now,
         new Date(now.getTime() - ms.day),
       );
-      if (c.subjectFailures >= TRIES_PER_SUBJECT || c.phoneFailures >= TRIES_PER_PHONE_PER_DAY)
-        return "locked";
+      if (c.subjectFailures >= TRIES_PER_SUBJECT) return "locked";
+      // The phone's daily cap is a limit, not this page's failure: the page stays open for tomorrow.
+      if (c.phoneFailures >= TRIES_PER_PHONE_PER_DAY)
+        throw new ApiError("rate_limited", "Too many wrong codes; try again tomorrow.", {
+          retryAfterSeconds: 86_400,
+        });
       const newest = await repo.newest(tx, subject.id);
       if (!newest) return "none";
       if (newest.usedAt || newest.expiresAt <= now) return "expired";

@@ -72,6 +72,11 @@ export const errorCodes = {
     rpc: "failed_precondition",
     message: "This consent link has been used, declined or has expired.",
   },
+  mandate_gone: {
+    http: 410,
+    rpc: "failed_precondition",
+    message: "This repayment mandate has been answered, has expired or was cancelled.",
+  },
   consent_required: {
     http: 403,
     rpc: "permission_denied",

@@ -16,8 +16,7 @@ export function createSandboxHandlers(
   disbursements: DisbursementService,
 ): ServiceImpl<typeof SandboxApi> {
   const disbursement = async (em: Em, id: string) => {
-    const { row, installments } = await disbursements.get(em, id);
-    return toDisbursement(row, installments);
+    return toDisbursement(await disbursements.get(em, id));
   };
   return {
     async acceptConsentLink(req, ctx) {
@@ -48,6 +47,16 @@ export function createSandboxHandlers(
         req.score,
       );
       return { userId: req.userId, ...r };
+    },
+    async acceptDisbursement(req, ctx) {
+      const em = emOf(ctx.values);
+      await sandbox.decideMandate(em, callerOf(ctx.values), req.id, true);
+      return { disbursement: await disbursement(em, req.id) };
+    },
+    async declineDisbursement(req, ctx) {
+      const em = emOf(ctx.values);
+      await sandbox.decideMandate(em, callerOf(ctx.values), req.id, false);
+      return { disbursement: await disbursement(em, req.id) };
     },
     async failDisbursement(req, ctx) {
       const caller = callerOf(ctx.values);

@@ -1,6 +1,7 @@
 import type { Consent, ConsentService } from "../consent/consent.service.ts";
 import type { ConsentLinkService, LinkView } from "../consent/consent-link.service.ts";
 import type { DisbursementService, Installment } from "../disbursements/disbursement.service.ts";
+import type { MandateService } from "../disbursements/mandate.service.ts";
 import type { RepaymentService } from "../disbursements/repayment.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
@@ -28,6 +29,7 @@ export function createSandboxService(o: {
   consentLinks: ConsentLinkService;
   standing: StandingService;
   disbursements: DisbursementService;
+  mandates: MandateService;
   repayments: RepaymentService;
 }) {
   const sandboxOnly = (caller: Caller) => {
@@ -72,13 +74,19 @@ export function createSandboxService(o: {
       return { tier, score, tierChanged };
     },
 
+    /** The person accepts or declines a disbursement's repayment mandate. */
+    async decideMandate(em: Em, caller: Caller, id: string, accept: boolean): Promise<void> {
+      sandboxOnly(caller);
+      await o.mandates.decideInSandbox(em, id, accept);
+    },
+
     /** The provider fails a payout still PENDING or PROCESSING. */
     async failDisbursement(em: Em, caller: Caller, id: string): Promise<void> {
       sandboxOnly(caller);
       await o.disbursements.failInSandbox(em, id);
     },
 
-    /** The provider reverses a DELIVERED payout. */
+    /** The provider reverses a DELIVERED payout; what was already collected is refunded. */
     async reverseDisbursement(em: Em, caller: Caller, id: string): Promise<void> {
       sandboxOnly(caller);
       await o.disbursements.reverseInSandbox(em, id);

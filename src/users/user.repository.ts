@@ -46,6 +46,12 @@ export const userRepository = {
     return user?.id;
   },
 
+  /** The keyed hash and last four digits of a user's phone number. */
+  async contactOf(em: Em, userId: string): Promise<{ phoneHash: Buffer; phoneLast4: string } | undefined> {
+    const user = await em.findOne(UserEntity, { id: userId }, { fields: ["phoneHash", "phoneLast4"] });
+    return user ? { phoneHash: user.phoneHash, phoneLast4: user.phoneLast4 } : undefined;
+  },
+
   /** The user with this phone number in the environment, with the sealed number. */
   async sealedPhoneOf(
     em: Em,

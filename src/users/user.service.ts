@@ -92,6 +92,11 @@ export function createUserService(o: { clock: Clock; box: SecretBox; phoneKey: B
       return { userId: user.id, phoneNumber: o.box.open(user.phoneEnc, phoneAad(user.id)).toString("utf8") };
     },
 
+    /** The keyed hash of the user's phone number (where their one-time codes go) and its last four digits. */
+    contactOf(em: Em, userId: string): Promise<{ phoneHash: Buffer; phoneLast4: string } | undefined> {
+      return repo.contactOf(em, userId);
+    },
+
     /** Those of these users that exist. */
     existing(em: Em, userIds: string[]): Promise<Set<string>> {
       return repo.existing(em, userIds);

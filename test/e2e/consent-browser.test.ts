@@ -198,3 +198,104 @@ describe.skipIf(!haveBrowser)("the consent page in Chromium", () => {
     await page.context().close();
   });
 });
+
+describe.skipIf(!haveBrowser)("the repayment mandate page in Chromium", () => {
+  async function offer() {
+    const u = await createUser(t);
+    await t.internal.consents.grantConsent({
+      userId: u.userId,
+      partnerId: partner.partnerId,
+      scopes: ["standing"],
+      ledgerWindowDays: 30,
+    });
+    const day = (n: number) => new Date(clock.now().getTime() + n * ms.day).toISOString().slice(0, 10);
+    const res = await rest(t.partnerUrl, "POST", "/partner/v1/disbursements", {
+      key: partner.sandboxKey,
+      headers: { "idempotency-key": `browser-${u.userId}` },
+      body: {
+        userId: u.userId,
+        principalKobo: "5000000",
+        destination: "BANK",
+        reference: `browser-${u.userId}`,
+        repaymentSchedule: {
+          installments: [
+            { dueDate: day(30), amountKobo: "2750000" },
+            { dueDate: day(60), amountKobo: "2750000" },
+          ],
+        },
+      },
+    });
+    expect(res.status).toBe(200);
+    return res.body as { id: string; acceptanceUrl: string };
+  }
+
+  it("shows the loan, every repayment and the total, passes an accessibility check, fits a phone, and accepting starts the payout", async () => {
+    const d = await offer();
+    const page = await phonePage();
+    expect((await page.goto(d.acceptanceUrl))?.status()).toBe(200);
+    await expect(page.getByRole("heading", { level: 1 }).textContent()).resolves.toBe(
+      "Kobo Credit & Sons offers you a loan of ₦50,000.00",
+    );
+    // biome-ignore lint/performance/useDomNodeTextContent: a Playwright locator; the rendered text is what the person reads.
+    const text = await page.locator("main").innerText();
+    expect(text).toContain("₦27,500.00");
+    expect(text).toMatch(/Total to repay\s+₦55,000\.00/);
+    expect(text).toContain("₦5,000.00 in all");
+    expect(await page.getByRole("row").count()).toBe(4); // header, two repayments, total
+    expect(await accessibilityViolations(page)).toEqual([]);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(320);
+    expect(await page.getByRole("button", { name: /^Accept/ }).count()).toBe(0);
+
+    await page.getByRole("button", { name: "Text me a code" }).click();
+    const code = page.getByLabel("Code");
+    await code.waitFor();
+    expect(await code.getAttribute("autocomplete")).toBe("one-time-code");
+    expect(await code.getAttribute("inputmode")).toBe("numeric");
+    expect(await accessibilityViolations(page)).toEqual([]);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(320);
+
+    await code.fill("123456");
+    await page.getByRole("button", { name: /^Accept the loan/ }).click();
+    await page.getByText("That code is not right. 4 tries left.").waitFor();
+    expect(await accessibilityViolations(page)).toEqual([]);
+    expect(
+      (await rest(t.partnerUrl, "GET", `/partner/v1/disbursements/${d.id}`, { key: partner.sandboxKey })).body
+        .status,
+    ).toBe("AWAITING_ACCEPTANCE");
+
+    await page.getByLabel("Code").fill("000000");
+    await page.getByRole("button", { name: /^Accept the loan/ }).click();
+    await page.getByRole("heading", { name: "Thank you" }).waitFor();
+    const after = await eventually(async () => {
+      const body = (
+        await rest(t.partnerUrl, "GET", `/partner/v1/disbursements/${d.id}`, { key: partner.sandboxKey })
+      ).body;
+      return body.status === "DELIVERED" ? body : undefined;
+    });
+    expect(after.acceptance.authentication.method).toBe("OTP_SMS");
+
+    const again = await page.goto(d.acceptanceUrl);
+    expect(again?.status()).toBe(410);
+    expect(await page.locator("h1").textContent()).toBe("You have already accepted this offer");
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await page.context().close();
+  });
+
+  it("declines: CANCELLED, nothing paid, and the page says so", async () => {
+    const d = await offer();
+    const page = await phonePage();
+    await page.goto(d.acceptanceUrl);
+    await page.getByRole("button", { name: "Text me a code" }).click();
+    await page.getByLabel("Code").fill("000000");
+    await page.getByRole("button", { name: "Decline" }).click();
+    await page.getByRole("heading", { name: "Done" }).waitFor();
+    const after = await rest(t.partnerUrl, "GET", `/partner/v1/disbursements/${d.id}`, {
+      key: partner.sandboxKey,
+    });
+    expect(after.body).toMatchObject({ status: "CANCELLED", failureReason: "mandate_declined" });
+    expect((await page.goto(d.acceptanceUrl))?.status()).toBe(410);
+    expect(await page.locator("h1").textContent()).toBe("You declined this offer");
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await page.context().close();
+  });
+});

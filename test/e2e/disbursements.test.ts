@@ -5,6 +5,7 @@ import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { createUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
+import { acceptMandate } from "../support/mandates.ts";
 import { startReceiver, type TestReceiver } from "../support/receiver.ts";
 import { eventually } from "../support/wait.ts";
 
@@ -65,21 +66,35 @@ const status = async (id: string) =>
   (await rest(t.partnerUrl, "GET", `/partner/v1/disbursements/${id}`, { key: p.sandboxKey })).body;
 
 describe("disbursements in the sandbox", () => {
-  it("pays out through the simulator: PENDING, then DELIVERED with the fee fixed at creation, booked, and reported", async () => {
+  it("pays out through the simulator once the person accepts: AWAITING_ACCEPTANCE, then DELIVERED with the fee fixed at creation, booked, and reported", async () => {
     const u = await consentedUser();
     const res = await create(body(u.userId, "loan-001"));
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({
       id: expect.stringMatching(/^dsb_/),
-      status: "PENDING",
+      status: "AWAITING_ACCEPTANCE",
+      acceptanceUrl: expect.stringMatching(/\/mandate\/[0-9A-Za-z]{32}$/),
+      totalRepayableKobo: "1400000",
       principalKobo: "1234567",
       feeKobo: "18519",
       feeRateBps: 150,
       destination: "WALLET",
       reference: "loan-001",
     });
+    expect(res.body.acceptance).toBeUndefined();
     // The rate changing later does not change this disbursement.
     await t.internal.partners.setPartnerFee({ partnerId: p.partnerId, feeRateBps: 300 });
+    const accepted = await acceptMandate(t, p.sandboxKey, res.body.id);
+    expect(accepted).toMatchObject({
+      status: expect.stringMatching(/^(PENDING|PROCESSING|DELIVERED)$/),
+      acceptance: {
+        authentication: { method: "OTP_SMS", at: expect.any(String) },
+        repaymentSchedule: res.body.repaymentSchedule,
+        totalRepayableKobo: "1400000",
+        principalKobo: "1234567",
+      },
+    });
+    expect(accepted.acceptanceUrl ?? "").toBe("");
     const done = await eventually(async () => {
       const d = await status(res.body.id);
       return d.status === "DELIVERED" ? d : undefined;
@@ -107,6 +122,7 @@ describe("disbursements in the sandbox", () => {
   it("fails deterministically on request, with a reason, no books and no event", async () => {
     const u = await consentedUser();
     const res = await create(body(u.userId, "loan-002_fail"));
+    await acceptMandate(t, p.sandboxKey, res.body.id);
     const failed = await eventually(async () => {
       const d = await status(res.body.id);
       return d.status === "FAILED" ? d : undefined;
@@ -132,6 +148,7 @@ describe("disbursements in the sandbox", () => {
     const again = await create(b, p.sandboxKey, "same-key-50");
     expect(again.body).toEqual(ok[0]?.body);
     expect(again.headers.get("idempotent-replayed")).toBe("true");
+    await acceptMandate(t, p.sandboxKey, again.body.id);
     await eventually(async () => (await status(again.body.id)).status === "DELIVERED");
     const rows = await sql(
       t.app.orm.em.fork(),

@@ -282,6 +282,8 @@ describe("the list of sealed columns", () => {
       const notSecret = new Set([
         "api_keys.key_hash",
         "consents.terms_hash",
+        "disbursements.acceptance_terms_hash",
+        "disbursements.acceptance_token_hash",
         "person_codes.code_hash",
         "person_codes.phone_hash",
         "prompt_sessions.token_hash",

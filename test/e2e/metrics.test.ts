@@ -3,6 +3,7 @@ import { KeysService } from "../../gen/partner/v1/keys_pb.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { connectClient, rest } from "../support/clients.ts";
+import { openPage, submit } from "../support/consent-page.ts";
 import { startReceiver, type TestReceiver } from "../support/receiver.ts";
 import { eventually } from "../support/wait.ts";
 
@@ -98,6 +99,9 @@ describe("/metrics", () => {
       if (r.status === 429) refused++;
     }
     expect(refused).toBeGreaterThan(0);
+    // The person accepts on the mandate page (a page, not a partner write: no bucket is spent).
+    const page = await openPage(dsb.body.acceptanceUrl);
+    expect((await submit(dsb.body.acceptanceUrl, page, "accept")).status).toBe(200);
 
     const text = await eventually(async () => {
       const body = await (await scrape()).text();

@@ -8,6 +8,8 @@ import { createUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
 import { type FakePaystack, startFakePaystack } from "../support/fake-paystack.ts";
+import { unusedSmsProvider } from "../support/fake-sms.ts";
+import { acceptMandate } from "../support/mandates.ts";
 import { eventually } from "../support/wait.ts";
 
 // Production disbursements through the HTTP adapter, against a local server speaking the provider's API.
@@ -22,6 +24,7 @@ beforeAll(async () => {
     clock,
     config: {
       paymentProvider: { baseUrl: fake.url, secretKey: fake.secretKey, timeoutMs: 5_000 },
+      smsProvider: unusedSmsProvider,
       rateLimits: {
         read: { capacity: 1000, refillPerSecond: 1000 },
         write: { capacity: 1000, refillPerSecond: 1000 },
@@ -80,6 +83,10 @@ const create = (
       },
       scheduleAcceptedAt: clock.now().toISOString(),
     },
+  }).then(async (r) => {
+    // The person accepts at once, through the platform's prompt session: what follows is the payout.
+    if (r.status === 200) await acceptMandate(t, o.key ?? p.liveKey, r.body.id);
+    return r;
   });
 const get = async (id: string, key = p.liveKey) =>
   (await rest(t.partnerUrl, "GET", `/partner/v1/disbursements/${id}`, { key })).body;

@@ -6,6 +6,8 @@ import { createUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
 import { type FakePaystack, startFakePaystack } from "../support/fake-paystack.ts";
+import { unusedSmsProvider } from "../support/fake-sms.ts";
+import { acceptMandate } from "../support/mandates.ts";
 import { type ServiceProcess, startServiceProcess } from "../support/process.ts";
 import { eventually } from "../support/wait.ts";
 
@@ -33,6 +35,7 @@ beforeAll(async () => {
     config: {
       role: "api",
       paymentProvider: { baseUrl: fake.url, secretKey: fake.secretKey, timeoutMs: 5_000 },
+      smsProvider: unusedSmsProvider,
     },
   });
   p = await createPartner(t);
@@ -90,6 +93,7 @@ describe("a payout worker killed at each step", () => {
         },
       });
       expect(res.status).toBe(200);
+      await acceptMandate(t, p.liveKey, res.body.id);
       expect(await worker.exited).toBe("SIGKILL");
       const transfers = () => [...fake.transfers.values()].filter((x) => x.reference === res.body.id);
       expect(transfers()).toHaveLength(step === "payout.before_provider" ? 0 : 1);

@@ -63,11 +63,12 @@ describe("the README quickstart", () => {
         timeout: 60_000,
       });
       const lines = stdout.trim().split("\n");
-      expect(lines.map((l) => l.slice(0, 2))).toEqual(["1.", "2.", "3.", "4.", "5."]);
+      expect(lines.map((l) => l.slice(0, 2))).toEqual(["1.", "2.", "3.", "4.", "5.", "6."]);
       expect(lines[1]).toMatch(/^2\. consent granted cns_/);
       expect(lines[2]).toMatch(/^3\. verified snapshot: tier Trusted inflow \d+/);
-      expect(lines[3]).toMatch(/^4\. disbursement delivered dsb_\S+ fee 75000/);
-      expect(lines[4]).toMatch(/^5\. repayment collected rpy_/);
+      expect(lines[3]).toMatch(/^4\. offered dsb_\S+ to accept at http:\/\/\S+\/mandate\/[0-9A-Za-z]{32}$/);
+      expect(lines[4]).toMatch(/^5\. accepted and delivered dsb_\S+ fee 75000/);
+      expect(lines[5]).toMatch(/^6\. repayment collected rpy_/);
     } finally {
       await fs.rm(file, { force: true });
       await fs.rm(tsconfig, { force: true });

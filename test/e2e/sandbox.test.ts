@@ -7,6 +7,7 @@ import { createWebhook } from "../factories/events.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
+import { acceptMandate } from "../support/mandates.ts";
 import { eventually } from "../support/wait.ts";
 
 let t: TestApp;
@@ -119,6 +120,8 @@ describe("the sandbox helpers", () => {
       "/partner/v1/sandbox/consent-links/cnl_01J00000000000000000000000/accept",
       "/partner/v1/sandbox/consent-links/cnl_01J00000000000000000000000/decline",
       "/partner/v1/sandbox/consents/cns_01J00000000000000000000000/revoke",
+      "/partner/v1/sandbox/disbursements/dsb_01J00000000000000000000000/accept",
+      "/partner/v1/sandbox/disbursements/dsb_01J00000000000000000000000/decline",
       "/partner/v1/sandbox/disbursements/dsb_01J00000000000000000000000/fail",
       "/partner/v1/sandbox/disbursements/dsb_01J00000000000000000000000/reverse",
     ];
@@ -210,6 +213,9 @@ describe("the sandbox helpers", () => {
           },
           scheduleAcceptedAt: new Date().toISOString(),
         },
+      }).then(async (r) => {
+        await acceptMandate(t, p.sandboxKey, r.body.id);
+        return r;
       });
     const pending = await create("sbx-held_pending");
     await eventually(

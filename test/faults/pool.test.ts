@@ -8,6 +8,8 @@ import { createUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { type RestResponse, rest } from "../support/clients.ts";
 import { type FakePaystack, startFakePaystack } from "../support/fake-paystack.ts";
+import { unusedSmsProvider } from "../support/fake-sms.ts";
+import { acceptMandate } from "../support/mandates.ts";
 import { eventually } from "../support/wait.ts";
 
 // Every kind of request that opens a transaction, many more at once than the pool has connections. Before
@@ -28,6 +30,7 @@ beforeAll(async () => {
     config: {
       dbPoolSize: POOL,
       paymentProvider: { baseUrl: fake.url, secretKey: fake.secretKey, timeoutMs: 5_000 },
+      smsProvider: unusedSmsProvider,
       rateLimits: {
         read: { capacity: 10_000, refillPerSecond: 10_000 },
         write: { capacity: 10_000, refillPerSecond: 10_000 },
@@ -137,6 +140,17 @@ describe(`${N} concurrent calls of every kind that opens a transaction, on a poo
     expect(statuses(paid)).toEqual([200]);
     const held = await burst(users.map((u, i) => () => disburse(u, `pool-${i}_pending`)));
     expect(statuses(held)).toEqual([200]);
+    // The people accept, all at once: each acceptance queues its payout and debits in its transaction.
+    const accepted = await burst(
+      [...paid, ...held].map(
+        (r, i) => () =>
+          post(
+            `/partner/v1/sandbox/disbursements/${r.body.id}/accept`,
+            i % 2 ? { idem: `mandate-${i}` } : {},
+          ),
+      ),
+    );
+    expect(statuses(accepted)).toEqual([200]);
     const status = async (id: string) => (await get(`/partner/v1/disbursements/${id}`)).body.status;
     for (const r of paid) await eventually(async () => (await status(r.body.id)) === "DELIVERED");
     for (const r of held) await eventually(async () => (await status(r.body.id)) === "PROCESSING");
@@ -256,6 +270,7 @@ describe(`${N} concurrent calls of every kind that opens a transaction, on a poo
         },
       });
       expect(res.status).toBe(200);
+      await acceptMandate(t, p.liveKey, res.body.id);
       await eventually(
         async () =>
           (await get(`/partner/v1/disbursements/${res.body.id}`, p.liveKey)).body.status === "DELIVERED",

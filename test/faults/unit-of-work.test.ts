@@ -6,6 +6,7 @@ import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { createUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
+import { acceptMandate } from "../support/mandates.ts";
 import { eventually } from "../support/wait.ts";
 
 const apps: TestApp[] = [];
@@ -81,6 +82,7 @@ describe("a settlement that rolls back", () => {
       },
     });
     expect(created.status).toBe(200);
+    await acceptMandate(t, p.sandboxKey, created.body.id);
     const get = (path: string) => rest(t.partnerUrl, "GET", path, { key: p.sandboxKey });
     await eventually(
       async () => (await get(`/partner/v1/disbursements/${created.body.id}`)).body.status === "DELIVERED",

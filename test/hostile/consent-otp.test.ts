@@ -346,7 +346,13 @@ describe("malformed page paths and one partner against another", () => {
       for (let i = 0; i < 5; i++) await submit(link.url, page, "accept", { code: "999999" });
     }
     const third = await newLink(u.phoneNumber);
-    expect((await requestCode(third.url, await openPage(third.url))).status).toBe(429);
+    const thirdPage = await openPage(third.url);
+    expect((await requestCode(third.url, thirdPage)).status).toBe(429);
+    // A's new link is limited for the day, not locked: no wrong code was ever entered on it.
+    const answered = await submit(third.url, thirdPage, "accept", { code: "999999" });
+    expect(answered.status).toBe(429);
+    expect(answered.headers.get("retry-after")).toBe("86400");
+    expect(await linkStatus(third.id)).toBe("PENDING");
     // Partner B's link for the same person still works with the code the person is sent.
     const other = await createPartner(t, "Honest Lending");
     const res = await rest(t.partnerUrl, "POST", "/partner/v1/consent-links", {

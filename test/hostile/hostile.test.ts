@@ -141,6 +141,8 @@ function operations(): { verb: string; url: string; template: string; hasBody: b
     "/partner/v1/sandbox/consents/{id}/revoke": owned.consent ?? "",
     "/partner/v1/disbursements/{id}": owned.disbursement ?? "",
     "/partner/v1/disbursements/{disbursement_id}/repayments": owned.disbursement ?? "",
+    "/partner/v1/sandbox/disbursements/{id}/accept": owned.disbursement ?? "",
+    "/partner/v1/sandbox/disbursements/{id}/decline": owned.disbursement ?? "",
     "/partner/v1/sandbox/disbursements/{id}/fail": owned.disbursement ?? "",
     "/partner/v1/sandbox/disbursements/{id}/reverse": owned.disbursement ?? "",
     "/partner/v1/sandbox/repayments/{id}/collect": owned.repayment ?? "",

@@ -3,6 +3,7 @@ import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { createUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
+import { acceptMandate } from "../support/mandates.ts";
 import { eventually } from "../support/wait.ts";
 
 // A partner acting in bad faith fires the same state change many times at once, each with its own
@@ -56,6 +57,7 @@ async function disbursement(reference: string, status: string) {
     scheduleAcceptedAt: new Date().toISOString(),
   });
   expect(res.status).toBe(200);
+  await acceptMandate(t, p.sandboxKey, res.body.id);
   await eventually(
     async () => (await get(`/partner/v1/disbursements/${res.body.id}`)).body.status === status,
   );
@@ -105,5 +107,64 @@ describe("the subscription cap", () => {
     expect(tally(answers.map((a) => a.status))).toEqual({ 200: 50, 409: 30 });
     const list = await rest(t.partnerUrl, "GET", "/partner/v1/webhooks", { key: other.sandboxKey });
     expect(list.body).toHaveLength(50);
+  });
+});
+
+describe("collects racing reverses on one disbursement", () => {
+  it("never answer 500: each is applied or refused, the money stays right", async () => {
+    const u = await createUser(t);
+    await t.internal.consents.grantConsent({
+      userId: u.userId,
+      partnerId: p.partnerId,
+      scopes: ["standing"],
+      ledgerWindowDays: 30,
+    });
+    const statuses: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      const reference = `race-rev-${round}`;
+      const day = (n: number) => new Date(Date.now() + n * 86_400_000).toISOString().slice(0, 10);
+      const res = await post("/partner/v1/disbursements", reference, {
+        userId: u.userId,
+        principalKobo: "5400000",
+        destination: "WALLET",
+        reference,
+        repaymentSchedule: {
+          installments: [10, 20, 30, 40, 50, 60].map((n) => ({ dueDate: day(n), amountKobo: "900000" })),
+        },
+      });
+      await acceptMandate(t, p.sandboxKey, res.body.id);
+      await eventually(
+        async () => (await get(`/partner/v1/disbursements/${res.body.id}`)).body.status === "DELIVERED",
+      );
+      const [first, ...rest] = (await get(`/partner/v1/disbursements/${res.body.id}/repayments`)).body
+        .repayments;
+      await post(`/partner/v1/sandbox/repayments/${first.id}/collect`, `c-${round}-0`, {
+        outcome: "SUCCESS",
+      });
+      const answers = await Promise.all([
+        ...rest.map((r: { id: string }, i: number) =>
+          post(`/partner/v1/sandbox/repayments/${r.id}/collect`, `c-${round}-${i + 1}`, {
+            outcome: "SUCCESS",
+          }),
+        ),
+        ...[...Array(5)].map((_, i) =>
+          post(`/partner/v1/sandbox/disbursements/${res.body.id}/reverse`, `r-${round}-${i}`),
+        ),
+      ]);
+      statuses.push(...answers.map((a) => a.status));
+      // Once the refunds are made, the disbursement's books sum to nothing.
+      await eventually(async () => {
+        const repayments = (await get(`/partner/v1/disbursements/${res.body.id}/repayments`)).body.repayments;
+        return repayments.every(
+          (r: { status: string; refund?: { status: string } }) =>
+            r.status !== "COLLECTED" || r.refund?.status === "REFUNDED",
+        );
+      });
+      const entries = (await get("/partner/v1/books")).body.entries.filter(
+        (e: { disbursementId: string }) => e.disbursementId === res.body.id,
+      );
+      expect(entries.reduce((s: bigint, e: { amountKobo: string }) => s + BigInt(e.amountKobo), 0n)).toBe(0n);
+    }
+    expect(statuses.filter((s) => s >= 500)).toEqual([]);
   });
 });

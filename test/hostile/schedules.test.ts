@@ -162,3 +162,26 @@ describe("schedules refused at create, 422 with the field, never 500", () => {
     }
   });
 });
+
+describe("the books' period, refused 422 with the field, never 500", () => {
+  it.each([
+    ["from=0000-01-01", "from"],
+    ["from=0000-02-29", "from"],
+    ["to=9999-12-31", "to"],
+    ["from=2027-02-30", "from"],
+    ["from=1969-12-31", "from"],
+    ["from=2026-03-01&to=2026-02-01", "to"],
+    ["from=+12026-01-01", "from"],
+  ])("%s", async (query, field) => {
+    const res = await rest(t.partnerUrl, "GET", `/partner/v1/books?${query}`, { key: p.sandboxKey });
+    expect(res.status, JSON.stringify(res.body)).toBe(422);
+    expect(Object.keys(res.body.details.fields)).toEqual([field]);
+  });
+
+  it("answers the widest period it takes", async () => {
+    const res = await rest(t.partnerUrl, "GET", "/partner/v1/books?from=1970-01-01&to=9999-12-30", {
+      key: p.sandboxKey,
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+  });
+});

@@ -8,6 +8,7 @@ import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { createUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
+import { acceptMandate } from "../support/mandates.ts";
 import { eventually } from "../support/wait.ts";
 
 const clock = new ManualClock(Date.now());
@@ -60,6 +61,7 @@ async function disburse(reference: string, principal: bigint, installments: [num
     },
   });
   expect(res.status, JSON.stringify(res.body)).toBe(200);
+  await acceptMandate(t, p.sandboxKey, res.body.id);
   await eventually(
     async () =>
       (await rest(t.partnerUrl, "GET", `/partner/v1/disbursements/${res.body.id}`, { key: p.sandboxKey }))

@@ -13,12 +13,26 @@ export interface FakeTransfer {
 
 /** A charge against an authorisation the fake provider holds. */
 export interface FakeCharge {
+  /** The provider's own id of the transaction (its refunds name it). */
+  id: number;
   reference: string;
   amount: number;
   authorizationCode: string;
   email: string;
   status: string;
   gatewayResponse: string;
+}
+
+/** A refund of a charge the fake provider holds. */
+export interface FakeRefund {
+  id: number;
+  /** The refunded charge's id. */
+  transaction: number;
+  transactionReference: string;
+  amount: number;
+  currency: string;
+  status: string;
+  merchantNote: string;
 }
 
 /** A local server speaking the Paystack-style HTTP API the production adapter calls. */
@@ -29,6 +43,8 @@ export interface FakePaystack {
   transfers: Map<string, FakeTransfer>;
   /** Every charge made, by reference. */
   charges: Map<string, FakeCharge>;
+  /** Every refund made, by its id. */
+  refunds: Map<number, FakeRefund>;
   /** Every request, as `METHOD path`. */
   calls: string[];
   /** The status a new transfer gets (default `success`). */
@@ -37,6 +53,10 @@ export interface FakePaystack {
   chargeStatus: (charge: FakeCharge) => { status: string; gatewayResponse: string };
   /** The amount a new charge is made for (default: the amount asked; a misbehaving provider takes more). */
   chargeAmount: (asked: number) => number;
+  /** The status a new refund gets (default `processed`; the real provider answers `pending` first). */
+  refundStatus: (refund: FakeRefund) => string;
+  /** The amount a new refund is made for (default: the amount asked). */
+  refundAmount: (asked: number) => number;
   /** The next this many POSTs make their movement, then answer 500 as if the connection had dropped. */
   loseResponses: number;
   /** Sends a webhook signed with the secret key (or `signature`), as the provider does; answers the status. */
@@ -51,10 +71,13 @@ export async function startFakePaystack(): Promise<FakePaystack> {
     secretKey,
     transfers: new Map(),
     charges: new Map(),
+    refunds: new Map(),
     calls: [],
     transferStatus: () => "success",
     chargeStatus: () => ({ status: "success", gatewayResponse: "Approved" }),
     chargeAmount: (asked) => asked,
+    refundStatus: () => "processed",
+    refundAmount: (asked) => asked,
     loseResponses: 0,
     async sendWebhook(url, event, data, signature) {
       const body = JSON.stringify({ event, data });
@@ -80,7 +103,8 @@ export async function startFakePaystack(): Promise<FakePaystack> {
   const server = http.createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
-    const path = (req.url ?? "").split("?")[0] ?? "";
+    const url = new URL(req.url ?? "/", "http://fake");
+    const path = url.pathname;
     fake.calls.push(`${req.method} ${path}`);
     if (req.headers.authorization !== `Bearer ${secretKey}`)
       return reply(res, 401, { status: false, message: "Invalid key" });
@@ -122,6 +146,7 @@ export async function startFakePaystack(): Promise<FakePaystack> {
       if (fake.charges.has(body.reference))
         return reply(res, 400, { status: false, message: "Duplicate Transaction Reference" });
       const charge: FakeCharge = {
+        id: 1_000_000 + fake.charges.size,
         reference: body.reference,
         amount: fake.chargeAmount(body.amount),
         authorizationCode: body.authorization_code,
@@ -141,6 +166,56 @@ export async function startFakePaystack(): Promise<FakePaystack> {
         ? reply(res, 200, { status: true, message: "Verification successful", data: chargeData(found) })
         : reply(res, 400, { status: false, message: "Transaction reference not found" });
     }
+    if (req.method === "POST" && path === "/refund") {
+      // `transaction` is the charge's reference or its id; the amount defaults to the whole charge.
+      const charge = [...fake.charges.values()].find(
+        (c) => c.reference === body.transaction || String(c.id) === String(body.transaction),
+      );
+      if (!charge) return reply(res, 404, { status: false, message: "Transaction not found" });
+      if (charge.status !== "success")
+        return reply(res, 400, { status: false, message: "Transaction cannot be refunded" });
+      const asked = body.amount === undefined ? charge.amount : body.amount;
+      const refunded = [...fake.refunds.values()]
+        .filter((r) => r.transaction === charge.id && r.status !== "failed")
+        .reduce((sum, r) => sum + r.amount, 0);
+      if (!Number.isInteger(asked) || asked <= 0 || refunded + asked > charge.amount)
+        return reply(res, 400, {
+          status: false,
+          message: "Refund amount cannot be more than the transaction amount",
+        });
+      const refund: FakeRefund = {
+        id: 5_000_000 + fake.refunds.size,
+        transaction: charge.id,
+        transactionReference: charge.reference,
+        amount: fake.refundAmount(asked),
+        currency: body.currency ?? "NGN",
+        status: "pending",
+        merchantNote: body.merchant_note ?? "",
+      };
+      refund.status = fake.refundStatus(refund);
+      fake.refunds.set(refund.id, refund);
+      if (lose()) return;
+      return reply(res, 200, {
+        status: true,
+        message: "Refund has been queued for processing",
+        data: {
+          ...refundData(refund),
+          transaction: { id: charge.id, reference: charge.reference, amount: charge.amount },
+        },
+      });
+    }
+    if (req.method === "GET" && path === "/refund") {
+      const transaction = url.searchParams.get("transaction");
+      const list = [...fake.refunds.values()].filter(
+        (r) => transaction === null || String(r.transaction) === transaction,
+      );
+      return reply(res, 200, {
+        status: true,
+        message: "Refunds retrieved",
+        data: list.map(refundData),
+        meta: { total: list.length, page: 1, pageCount: 1 },
+      });
+    }
     reply(res, 404, { status: false, message: "Not found" });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -157,11 +232,26 @@ export async function startFakePaystack(): Promise<FakePaystack> {
 
 function chargeData(charge: FakeCharge) {
   return {
+    id: charge.id,
     reference: charge.reference,
     amount: charge.amount,
     status: charge.status,
     gateway_response: charge.gatewayResponse,
     authorization: { authorization_code: charge.authorizationCode },
     customer: { email: charge.email },
+  };
+}
+
+function refundData(refund: FakeRefund) {
+  return {
+    id: refund.id,
+    transaction: refund.transaction,
+    amount: refund.amount,
+    deducted_amount: refund.amount,
+    currency: refund.currency,
+    status: refund.status,
+    merchant_note: refund.merchantNote,
+    customer_note: "",
+    channel: "card",
   };
 }

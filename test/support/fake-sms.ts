@@ -71,3 +71,14 @@ export async function startFakeSms(): Promise<FakeSms> {
       }),
   };
 }
+
+/**
+ * An SMS provider configuration for tests whose people answer through the platform's prompt sessions: it lets
+ * production create consent links and disbursements, and no text is ever sent to it (port 9 is discard).
+ */
+export const unusedSmsProvider = {
+  baseUrl: "http://127.0.0.1:9",
+  apiKey: "unused-sms-key",
+  senderId: "Test",
+  timeoutMs: 1_000,
+};

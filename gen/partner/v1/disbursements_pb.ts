@@ -5,13 +5,15 @@
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.ts";
+import type { Authentication } from "./consents_pb.ts";
+import { file_partner_v1_consents } from "./consents_pb.ts";
 import type { Message, UnknownEnum } from "@bufbuild/protobuf";
 
 /**
  * Describes the file partner/v1/disbursements.proto.
  */
 export const file_partner_v1_disbursements: GenFile = /*@__PURE__*/
-  fileDesc("Ch5wYXJ0bmVyL3YxL2Rpc2J1cnNlbWVudHMucHJvdG8SCnBhcnRuZXIudjEixAIKCVJlcGF5bWVudBIKCgJpZBgBIAEoCRIXCg9kaXNidXJzZW1lbnRfaWQYAiABKAkSCwoDc2VxGAMgASgFEhAKCGR1ZV9kYXRlGAQgASgJEhMKC2Ftb3VudF9rb2JvGAUgASgDEiwKBnN0YXR1cxgGIAEoDjIcLnBhcnRuZXIudjEuUmVwYXltZW50LlN0YXR1cxIQCghhdHRlbXB0cxgHIAEoBRIXCg9uZXh0X2F0dGVtcHRfYXQYCCABKAkSFAoMbGFzdF9mYWlsdXJlGAkgASgJEhQKDGNvbGxlY3RlZF9hdBgKIAEoCSJZCgZTdGF0dXMSFgoSU1RBVFVTX1VOU1BFQ0lGSUVEEAASDQoJU0NIRURVTEVEEAESDQoJQ09MTEVDVEVEEAISCgoGRkFJTEVEEAMSDQoJQ0FOQ0VMTEVEEAQiMAoVTGlzdFJlcGF5bWVudHNSZXF1ZXN0EhcKD2Rpc2J1cnNlbWVudF9pZBgBIAEoCSJVChZMaXN0UmVwYXltZW50c1Jlc3BvbnNlEikKCnJlcGF5bWVudHMYASADKAsyFS5wYXJ0bmVyLnYxLlJlcGF5bWVudBIQCghoYXNfbW9yZRgCIAEoCCJwCglCb29rRW50cnkSDAoEa2luZBgBIAEoCRITCgthbW91bnRfa29ibxgCIAEoAxIXCg9kaXNidXJzZW1lbnRfaWQYAyABKAkSFAoMcmVwYXltZW50X2lkGAQgASgJEhEKCWJvb2tlZF9hdBgFIAEoCSIrCg9HZXRCb29rc1JlcXVlc3QSDAoEZnJvbRgBIAEoCRIKCgJ0bxgCIAEoCSKXAQoQR2V0Qm9va3NSZXNwb25zZRImCgdlbnRyaWVzGAEgAygLMhUucGFydG5lci52MS5Cb29rRW50cnkSGgoScHJpbmNpcGFsX291dF9rb2JvGAIgASgDEhEKCWZlZXNfa29ibxgDIAEoAxIaChJyZXBheW1lbnRzX2luX2tvYm8YBCABKAMSEAoIbmV0X2tvYm8YBSABKAMi1wQKDERpc2J1cnNlbWVudBIKCgJpZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEi8KBnN0YXR1cxgDIAEoDjIfLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50LlN0YXR1cxIWCg5wcmluY2lwYWxfa29ibxgEIAEoAxIQCghmZWVfa29ibxgFIAEoAxIUCgxmZWVfcmF0ZV9icHMYBiABKAUSOQoLZGVzdGluYXRpb24YByABKA4yJC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudC5EZXN0aW5hdGlvbhIRCglyZWZlcmVuY2UYCCABKAkSOQoScmVwYXltZW50X3NjaGVkdWxlGAkgASgLMh0ucGFydG5lci52MS5SZXBheW1lbnRTY2hlZHVsZRIcChRzY2hlZHVsZV9hY2NlcHRlZF9hdBgKIAEoCRIWCg5mYWlsdXJlX3JlYXNvbhgLIAEoCRISCgpjcmVhdGVkX2F0GAwgASgJEhQKDGRlbGl2ZXJlZF9hdBgNIAEoCRIRCglmYWlsZWRfYXQYDiABKAkSEwoLcmV2ZXJzZWRfYXQYDyABKAkiZgoGU3RhdHVzEhYKElNUQVRVU19VTlNQRUNJRklFRBAAEgsKB1BFTkRJTkcQARIOCgpQUk9DRVNTSU5HEAISDQoJREVMSVZFUkVEEAMSCgoGRkFJTEVEEAQSDAoIUkVWRVJTRUQQBSJACgtEZXN0aW5hdGlvbhIbChdERVNUSU5BVElPTl9VTlNQRUNJRklFRBAAEgoKBldBTExFVBABEggKBEJBTksQAiJCChFSZXBheW1lbnRTY2hlZHVsZRItCgxpbnN0YWxsbWVudHMYASADKAsyFy5wYXJ0bmVyLnYxLkluc3RhbGxtZW50IjQKC0luc3RhbGxtZW50EhAKCGR1ZV9kYXRlGAEgASgJEhMKC2Ftb3VudF9rb2JvGAIgASgDIusBChlDcmVhdGVEaXNidXJzZW1lbnRSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSFgoOcHJpbmNpcGFsX2tvYm8YAiABKAMSOQoLZGVzdGluYXRpb24YAyABKA4yJC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudC5EZXN0aW5hdGlvbhIRCglyZWZlcmVuY2UYBCABKAkSOQoScmVwYXltZW50X3NjaGVkdWxlGAUgASgLMh0ucGFydG5lci52MS5SZXBheW1lbnRTY2hlZHVsZRIcChRzY2hlZHVsZV9hY2NlcHRlZF9hdBgGIAEoCSJMChpDcmVhdGVEaXNidXJzZW1lbnRSZXNwb25zZRIuCgxkaXNidXJzZW1lbnQYASABKAsyGC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudCIkChZHZXREaXNidXJzZW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIkkKF0dldERpc2J1cnNlbWVudFJlc3BvbnNlEi4KDGRpc2J1cnNlbWVudBgBIAEoCzIYLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50MscEChNEaXNidXJzZW1lbnRTZXJ2aWNlEpcBChJDcmVhdGVEaXNidXJzZW1lbnQSJS5wYXJ0bmVyLnYxLkNyZWF0ZURpc2J1cnNlbWVudFJlcXVlc3QaJi5wYXJ0bmVyLnYxLkNyZWF0ZURpc2J1cnNlbWVudFJlc3BvbnNlIjKC0+STAiw6ASpiDGRpc2J1cnNlbWVudCIZL3BhcnRuZXIvdjEvZGlzYnVyc2VtZW50cxKTAQoPR2V0RGlzYnVyc2VtZW50EiIucGFydG5lci52MS5HZXREaXNidXJzZW1lbnRSZXF1ZXN0GiMucGFydG5lci52MS5HZXREaXNidXJzZW1lbnRSZXNwb25zZSI3kAIBgtPkkwIuYgxkaXNidXJzZW1lbnQSHi9wYXJ0bmVyL3YxL2Rpc2J1cnNlbWVudHMve2lkfRKaAQoOTGlzdFJlcGF5bWVudHMSIS5wYXJ0bmVyLnYxLkxpc3RSZXBheW1lbnRzUmVxdWVzdBoiLnBhcnRuZXIudjEuTGlzdFJlcGF5bWVudHNSZXNwb25zZSJBkAIBgtPkkwI4EjYvcGFydG5lci92MS9kaXNidXJzZW1lbnRzL3tkaXNidXJzZW1lbnRfaWR9L3JlcGF5bWVudHMSYwoIR2V0Qm9va3MSGy5wYXJ0bmVyLnYxLkdldEJvb2tzUmVxdWVzdBocLnBhcnRuZXIudjEuR2V0Qm9va3NSZXNwb25zZSIckAIBgtPkkwITEhEvcGFydG5lci92MS9ib29rc2IGcHJvdG8z", [file_google_api_annotations]);
+  fileDesc("Ch5wYXJ0bmVyL3YxL2Rpc2J1cnNlbWVudHMucHJvdG8SCnBhcnRuZXIudjEivQQKCVJlcGF5bWVudBIKCgJpZBgBIAEoCRIXCg9kaXNidXJzZW1lbnRfaWQYAiABKAkSCwoDc2VxGAMgASgFEhAKCGR1ZV9kYXRlGAQgASgJEhMKC2Ftb3VudF9rb2JvGAUgASgDEiwKBnN0YXR1cxgGIAEoDjIcLnBhcnRuZXIudjEuUmVwYXltZW50LlN0YXR1cxIQCghhdHRlbXB0cxgHIAEoBRIXCg9uZXh0X2F0dGVtcHRfYXQYCCABKAkSFAoMbGFzdF9mYWlsdXJlGAkgASgJEhQKDGNvbGxlY3RlZF9hdBgKIAEoCRIsCgZyZWZ1bmQYCyABKAsyHC5wYXJ0bmVyLnYxLlJlcGF5bWVudC5SZWZ1bmQayAEKBlJlZnVuZBIzCgZzdGF0dXMYASABKA4yIy5wYXJ0bmVyLnYxLlJlcGF5bWVudC5SZWZ1bmQuU3RhdHVzEhMKC2Ftb3VudF9rb2JvGAIgASgDEhMKC3JlZnVuZGVkX2F0GAMgASgJEhYKDmZhaWx1cmVfcmVhc29uGAQgASgJIkcKBlN0YXR1cxIWChJTVEFUVVNfVU5TUEVDSUZJRUQQABILCgdQRU5ESU5HEAESDAoIUkVGVU5ERUQQAhIKCgZGQUlMRUQQAyJZCgZTdGF0dXMSFgoSU1RBVFVTX1VOU1BFQ0lGSUVEEAASDQoJU0NIRURVTEVEEAESDQoJQ09MTEVDVEVEEAISCgoGRkFJTEVEEAMSDQoJQ0FOQ0VMTEVEEAQiMAoVTGlzdFJlcGF5bWVudHNSZXF1ZXN0EhcKD2Rpc2J1cnNlbWVudF9pZBgBIAEoCSJVChZMaXN0UmVwYXltZW50c1Jlc3BvbnNlEikKCnJlcGF5bWVudHMYASADKAsyFS5wYXJ0bmVyLnYxLlJlcGF5bWVudBIQCghoYXNfbW9yZRgCIAEoCCJwCglCb29rRW50cnkSDAoEa2luZBgBIAEoCRITCgthbW91bnRfa29ibxgCIAEoAxIXCg9kaXNidXJzZW1lbnRfaWQYAyABKAkSFAoMcmVwYXltZW50X2lkGAQgASgJEhEKCWJvb2tlZF9hdBgFIAEoCSIrCg9HZXRCb29rc1JlcXVlc3QSDAoEZnJvbRgBIAEoCRIKCgJ0bxgCIAEoCSKtAQoQR2V0Qm9va3NSZXNwb25zZRImCgdlbnRyaWVzGAEgAygLMhUucGFydG5lci52MS5Cb29rRW50cnkSGgoScHJpbmNpcGFsX291dF9rb2JvGAIgASgDEhEKCWZlZXNfa29ibxgDIAEoAxIaChJyZXBheW1lbnRzX2luX2tvYm8YBCABKAMSEAoIbmV0X2tvYm8YBSABKAMSFAoMcmVmdW5kc19rb2JvGAYgASgDIp4GCgxEaXNidXJzZW1lbnQSCgoCaWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIvCgZzdGF0dXMYAyABKA4yHy5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudC5TdGF0dXMSFgoOcHJpbmNpcGFsX2tvYm8YBCABKAMSEAoIZmVlX2tvYm8YBSABKAMSFAoMZmVlX3JhdGVfYnBzGAYgASgFEjkKC2Rlc3RpbmF0aW9uGAcgASgOMiQucGFydG5lci52MS5EaXNidXJzZW1lbnQuRGVzdGluYXRpb24SEQoJcmVmZXJlbmNlGAggASgJEjkKEnJlcGF5bWVudF9zY2hlZHVsZRgJIAEoCzIdLnBhcnRuZXIudjEuUmVwYXltZW50U2NoZWR1bGUSHAoUc2NoZWR1bGVfYWNjZXB0ZWRfYXQYCiABKAkSFgoOZmFpbHVyZV9yZWFzb24YCyABKAkSEgoKY3JlYXRlZF9hdBgMIAEoCRIUCgxkZWxpdmVyZWRfYXQYDSABKAkSEQoJZmFpbGVkX2F0GA4gASgJEhMKC3JldmVyc2VkX2F0GA8gASgJEhYKDmFjY2VwdGFuY2VfdXJsGBAgASgJEh0KFWFjY2VwdGFuY2VfZXhwaXJlc19hdBgRIAEoCRIxCgphY2NlcHRhbmNlGBIgASgLMh0ucGFydG5lci52MS5NYW5kYXRlQWNjZXB0YW5jZRIUCgxjYW5jZWxsZWRfYXQYEyABKAkSHAoUdG90YWxfcmVwYXlhYmxlX2tvYm8YFCABKAMijgEKBlN0YXR1cxIWChJTVEFUVVNfVU5TUEVDSUZJRUQQABILCgdQRU5ESU5HEAESDgoKUFJPQ0VTU0lORxACEg0KCURFTElWRVJFRBADEgoKBkZBSUxFRBAEEgwKCFJFVkVSU0VEEAUSFwoTQVdBSVRJTkdfQUNDRVBUQU5DRRAGEg0KCUNBTkNFTExFRBAHIkAKC0Rlc3RpbmF0aW9uEhsKF0RFU1RJTkFUSU9OX1VOU1BFQ0lGSUVEEAASCgoGV0FMTEVUEAESCAoEQkFOSxACIs0BChFNYW5kYXRlQWNjZXB0YW5jZRIyCg5hdXRoZW50aWNhdGlvbhgBIAEoCzIaLnBhcnRuZXIudjEuQXV0aGVudGljYXRpb24SEwoLYWNjZXB0ZWRfYXQYAiABKAkSOQoScmVwYXltZW50X3NjaGVkdWxlGAMgASgLMh0ucGFydG5lci52MS5SZXBheW1lbnRTY2hlZHVsZRIcChR0b3RhbF9yZXBheWFibGVfa29ibxgEIAEoAxIWCg5wcmluY2lwYWxfa29ibxgFIAEoAyJCChFSZXBheW1lbnRTY2hlZHVsZRItCgxpbnN0YWxsbWVudHMYASADKAsyFy5wYXJ0bmVyLnYxLkluc3RhbGxtZW50IjQKC0luc3RhbGxtZW50EhAKCGR1ZV9kYXRlGAEgASgJEhMKC2Ftb3VudF9rb2JvGAIgASgDIpQCChlDcmVhdGVEaXNidXJzZW1lbnRSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSFgoOcHJpbmNpcGFsX2tvYm8YAiABKAMSOQoLZGVzdGluYXRpb24YAyABKA4yJC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudC5EZXN0aW5hdGlvbhIRCglyZWZlcmVuY2UYBCABKAkSOQoScmVwYXltZW50X3NjaGVkdWxlGAUgASgLMh0ucGFydG5lci52MS5SZXBheW1lbnRTY2hlZHVsZRIgChRzY2hlZHVsZV9hY2NlcHRlZF9hdBgGIAEoCUICGAESIwobYWNjZXB0YW5jZV9leHBpcmVzX2luX2hvdXJzGAcgASgFIkwKGkNyZWF0ZURpc2J1cnNlbWVudFJlc3BvbnNlEi4KDGRpc2J1cnNlbWVudBgBIAEoCzIYLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50IiQKFkdldERpc2J1cnNlbWVudFJlcXVlc3QSCgoCaWQYASABKAkiSQoXR2V0RGlzYnVyc2VtZW50UmVzcG9uc2USLgoMZGlzYnVyc2VtZW50GAEgASgLMhgucGFydG5lci52MS5EaXNidXJzZW1lbnQyxwQKE0Rpc2J1cnNlbWVudFNlcnZpY2USlwEKEkNyZWF0ZURpc2J1cnNlbWVudBIlLnBhcnRuZXIudjEuQ3JlYXRlRGlzYnVyc2VtZW50UmVxdWVzdBomLnBhcnRuZXIudjEuQ3JlYXRlRGlzYnVyc2VtZW50UmVzcG9uc2UiMoLT5JMCLDoBKmIMZGlzYnVyc2VtZW50IhkvcGFydG5lci92MS9kaXNidXJzZW1lbnRzEpMBCg9HZXREaXNidXJzZW1lbnQSIi5wYXJ0bmVyLnYxLkdldERpc2J1cnNlbWVudFJlcXVlc3QaIy5wYXJ0bmVyLnYxLkdldERpc2J1cnNlbWVudFJlc3BvbnNlIjeQAgGC0+STAi5iDGRpc2J1cnNlbWVudBIeL3BhcnRuZXIvdjEvZGlzYnVyc2VtZW50cy97aWR9EpoBCg5MaXN0UmVwYXltZW50cxIhLnBhcnRuZXIudjEuTGlzdFJlcGF5bWVudHNSZXF1ZXN0GiIucGFydG5lci52MS5MaXN0UmVwYXltZW50c1Jlc3BvbnNlIkGQAgGC0+STAjgSNi9wYXJ0bmVyL3YxL2Rpc2J1cnNlbWVudHMve2Rpc2J1cnNlbWVudF9pZH0vcmVwYXltZW50cxJjCghHZXRCb29rcxIbLnBhcnRuZXIudjEuR2V0Qm9va3NSZXF1ZXN0GhwucGFydG5lci52MS5HZXRCb29rc1Jlc3BvbnNlIhyQAgGC0+STAhMSES9wYXJ0bmVyL3YxL2Jvb2tzYgZwcm90bzM", [file_google_api_annotations, file_partner_v1_consents]);
 
 /**
  * Repayment is one installment and its collection by direct debit.
@@ -88,6 +90,14 @@ export type Repayment = Message<"partner.v1.Repayment"> & {
    * @generated from field: string collected_at = 10;
    */
   collectedAt: string;
+
+  /**
+   * The refund of what was collected, when the payout was reversed after this repayment was collected
+   * (CONTRACT.md §6). Unset otherwise.
+   *
+   * @generated from field: partner.v1.Repayment.Refund refund = 11;
+   */
+  refund?: Repayment_Refund | undefined;
 };
 
 /**
@@ -96,6 +106,95 @@ export type Repayment = Message<"partner.v1.Repayment"> & {
  */
 export const RepaymentSchema: GenMessage<Repayment> = /*@__PURE__*/
   messageDesc(file_partner_v1_disbursements, 0);
+
+/**
+ * Refund is a collected repayment given back to the user, once, through the payment provider.
+ *
+ * @generated from message partner.v1.Repayment.Refund
+ */
+export type Repayment_Refund = Message<"partner.v1.Repayment.Refund"> & {
+  /**
+   * The status.
+   *
+   * @generated from field: partner.v1.Repayment.Refund.Status status = 1;
+   */
+  status: Repayment_Refund_Status;
+
+  /**
+   * Kobo: the amount collected.
+   *
+   * @generated from field: int64 amount_kobo = 2;
+   */
+  amountKobo: bigint;
+
+  /**
+   * When it was refunded (RFC 3339), once REFUNDED.
+   *
+   * @generated from field: string refunded_at = 3;
+   */
+  refundedAt: string;
+
+  /**
+   * Why the provider refused it, when FAILED: `refund_failed` or `provider_declined`.
+   *
+   * @generated from field: string failure_reason = 4;
+   */
+  failureReason: string;
+};
+
+/**
+ * Describes the message partner.v1.Repayment.Refund.
+ * Use `create(Repayment_RefundSchema)` to create a new message.
+ */
+export const Repayment_RefundSchema: GenMessage<Repayment_Refund> = /*@__PURE__*/
+  messageDesc(file_partner_v1_disbursements, 0, 0);
+
+/**
+ * Where the refund is.
+ *
+ * @generated from enum partner.v1.Repayment.Refund.Status
+ */
+export const Repayment_Refund_Status = {
+  /**
+   * @generated from enum value: STATUS_UNSPECIFIED = 0;
+   */
+  STATUS_UNSPECIFIED: 0,
+
+  /**
+   * Owed: the payment provider is refunding the charge that collected it.
+   *
+   * @generated from enum value: PENDING = 1;
+   */
+  PENDING: 1,
+
+  /**
+   * Given back to the user, and booked as REPAYMENT_REFUND.
+   *
+   * @generated from enum value: REFUNDED = 2;
+   */
+  REFUNDED: 2,
+
+  /**
+   * The payment provider refused the refund (`failureReason`); it stays owed and is followed up by the
+   * platform's operators. Nothing is booked.
+   *
+   * @generated from enum value: FAILED = 3;
+   */
+  FAILED: 3,
+} as const;
+
+/**
+ * Where the refund is.
+ *
+ * @generated from enum partner.v1.Repayment.Refund.Status
+ */
+export type Repayment_Refund_Status = (typeof Repayment_Refund_Status)[keyof typeof Repayment_Refund_Status] | UnknownEnum;
+
+/**
+ * Describes the enum partner.v1.Repayment.Refund.Status.
+ */
+export const Repayment_Refund_StatusSchema: GenEnum<Repayment_Refund_Status> = /*@__PURE__*/
+  enumDesc(file_partner_v1_disbursements, 0, 0, 0);
 
 /**
  * Where the installment is.
@@ -116,7 +215,7 @@ export const Repayment_Status = {
   SCHEDULED: 1,
 
   /**
-   * Debited.
+   * Debited. If the payout is reversed afterwards, what was collected is refunded: see `refund`.
    *
    * @generated from enum value: COLLECTED = 2;
    */
@@ -206,8 +305,10 @@ export const ListRepaymentsResponseSchema: GenMessage<ListRepaymentsResponse> = 
  */
 export type BookEntry = Message<"partner.v1.BookEntry"> & {
   /**
-   * PRINCIPAL_OUT and FEE (negative, at delivery), REPAYMENT_IN (positive, per collected repayment), and
-   * PRINCIPAL_REVERSED and FEE_REVERSED (positive, when a delivered payout is reversed: both come back).
+   * PRINCIPAL_OUT and FEE (negative, at delivery), REPAYMENT_IN (positive, per collected repayment),
+   * PRINCIPAL_REVERSED and FEE_REVERSED (positive, when a delivered payout is reversed: both come back), and
+   * REPAYMENT_REFUND (negative, per collected repayment given back once refunded after such a reversal). The
+   * entries of a reversed disbursement whose refunds are all REFUNDED sum to zero.
    *
    * @generated from field: string kind = 1;
    */
@@ -228,7 +329,7 @@ export type BookEntry = Message<"partner.v1.BookEntry"> & {
   disbursementId: string;
 
   /**
-   * The repayment, for REPAYMENT_IN.
+   * The repayment, for REPAYMENT_IN and REPAYMENT_REFUND.
    *
    * @generated from field: string repayment_id = 4;
    */
@@ -256,14 +357,15 @@ export const BookEntrySchema: GenMessage<BookEntry> = /*@__PURE__*/
  */
 export type GetBooksRequest = Message<"partner.v1.GetBooksRequest"> & {
   /**
-   * First day, `YYYY-MM-DD` (UTC), inclusive; the beginning when unset.
+   * First day, `YYYY-MM-DD` (UTC), inclusive, from 1970-01-01 to 9999-12-30; the beginning when unset.
    *
    * @generated from field: string from = 1;
    */
   from: string;
 
   /**
-   * Last day, inclusive; today when unset.
+   * Last day, inclusive, in the same range and not before `from` (else 422 `validation_failed`); today when
+   * unset.
    *
    * @generated from field: string to = 2;
    */
@@ -312,11 +414,18 @@ export type GetBooksResponse = Message<"partner.v1.GetBooksResponse"> & {
   repaymentsInKobo: bigint;
 
   /**
-   * Sum of all entries.
+   * Sum of all entries, refunds included.
    *
    * @generated from field: int64 net_kobo = 5;
    */
   netKobo: bigint;
+
+  /**
+   * Sum of REPAYMENT_REFUND: repayments given back after their payout was reversed (negative).
+   *
+   * @generated from field: int64 refunds_kobo = 6;
+   */
+  refundsKobo: bigint;
 };
 
 /**
@@ -389,21 +498,21 @@ export type Disbursement = Message<"partner.v1.Disbursement"> & {
   reference: string;
 
   /**
-   * The accepted schedule.
+   * The schedule offered (and, once `acceptance` is set, accepted).
    *
    * @generated from field: partner.v1.RepaymentSchedule repayment_schedule = 9;
    */
   repaymentSchedule?: RepaymentSchedule | undefined;
 
   /**
-   * When the user accepted the schedule (RFC 3339).
+   * When the person accepted the mandate (RFC 3339); the same as `acceptance.at`. Empty until then.
    *
    * @generated from field: string schedule_accepted_at = 10;
    */
   scheduleAcceptedAt: string;
 
   /**
-   * Why it FAILED or was REVERSED.
+   * Why it FAILED, was REVERSED or was CANCELLED.
    *
    * @generated from field: string failure_reason = 11;
    */
@@ -436,6 +545,45 @@ export type Disbursement = Message<"partner.v1.Disbursement"> & {
    * @generated from field: string reversed_at = 15;
    */
   reversedAt: string;
+
+  /**
+   * The hosted page where the person answers the mandate, while AWAITING_ACCEPTANCE (empty after). Send it to
+   * the person, or open it in the platform's app; holding it is not enough to accept: the person proves who
+   * they are on the page. It works once.
+   *
+   * @generated from field: string acceptance_url = 16;
+   */
+  acceptanceUrl: string;
+
+  /**
+   * When an unanswered mandate lapses and the disbursement is CANCELLED (`mandate_expired`), RFC 3339: the
+   * hours asked for at creation, or the start (in Lagos) of the first installment's due date if sooner.
+   *
+   * @generated from field: string acceptance_expires_at = 17;
+   */
+  acceptanceExpiresAt: string;
+
+  /**
+   * The person's acceptance: how they proved who they were, when, and the schedule exactly as they were shown
+   * it. Unset until accepted.
+   *
+   * @generated from field: partner.v1.MandateAcceptance acceptance = 18;
+   */
+  acceptance?: MandateAcceptance | undefined;
+
+  /**
+   * When it was cancelled (RFC 3339), if CANCELLED.
+   *
+   * @generated from field: string cancelled_at = 19;
+   */
+  cancelledAt: string;
+
+  /**
+   * The sum of the installments, kobo: what the person repays in all.
+   *
+   * @generated from field: int64 total_repayable_kobo = 20;
+   */
+  totalRepayableKobo: bigint;
 };
 
 /**
@@ -446,7 +594,7 @@ export const DisbursementSchema: GenMessage<Disbursement> = /*@__PURE__*/
   messageDesc(file_partner_v1_disbursements, 6);
 
 /**
- * PENDING → PROCESSING → DELIVERED, or FAILED / REVERSED with a reason.
+ * AWAITING_ACCEPTANCE → PENDING → PROCESSING → DELIVERED, or CANCELLED / FAILED / REVERSED with a reason.
  *
  * @generated from enum partner.v1.Disbursement.Status
  */
@@ -457,7 +605,7 @@ export const Disbursement_Status = {
   STATUS_UNSPECIFIED: 0,
 
   /**
-   * Accepted, not yet sent to the payment provider.
+   * Accepted by the person, not yet sent to the payment provider.
    *
    * @generated from enum value: PENDING = 1;
    */
@@ -488,16 +636,34 @@ export const Disbursement_Status = {
 
   /**
    * Delivered, then returned by the provider (`failureReason`: `transfer_reversed`). Principal and fee are
-   * booked back (PRINCIPAL_REVERSED, FEE_REVERSED), the remaining schedule is cancelled, and no event is
-   * sent (CONTRACT.md §6): poll GET, or reconcile from the books.
+   * booked back (PRINCIPAL_REVERSED, FEE_REVERSED), the remaining schedule is cancelled, repayments already
+   * collected are refunded to the person (each repayment's `refund`; REPAYMENT_REFUND in the books), and no
+   * event is sent (CONTRACT.md §6): poll GET, or reconcile from the books.
    *
    * @generated from enum value: REVERSED = 5;
    */
   REVERSED: 5,
+
+  /**
+   * Waiting for the person to accept the repayment mandate at `acceptanceUrl`. Nothing is paid out, no fee
+   * is charged and nothing is debited until they do.
+   *
+   * @generated from enum value: AWAITING_ACCEPTANCE = 6;
+   */
+  AWAITING_ACCEPTANCE: 6,
+
+  /**
+   * The person declined the mandate (`failureReason`: `mandate_declined`), did not answer before
+   * `acceptanceExpiresAt` (`mandate_expired`), or five wrong one-time codes locked it (`mandate_locked`):
+   * no payout, no fee, no debit. No event is sent (SPEC.md names six): poll GET.
+   *
+   * @generated from enum value: CANCELLED = 7;
+   */
+  CANCELLED: 7,
 } as const;
 
 /**
- * PENDING → PROCESSING → DELIVERED, or FAILED / REVERSED with a reason.
+ * AWAITING_ACCEPTANCE → PENDING → PROCESSING → DELIVERED, or CANCELLED / FAILED / REVERSED with a reason.
  *
  * @generated from enum partner.v1.Disbursement.Status
  */
@@ -549,6 +715,56 @@ export const Disbursement_DestinationSchema: GenEnum<Disbursement_Destination> =
   enumDesc(file_partner_v1_disbursements, 6, 1);
 
 /**
+ * MandateAcceptance is the person's acceptance of a repayment mandate: the debit authority the service acts
+ * on. No debit exceeds its installment here, and the debits of a disbursement never exceed `total_repayable_kobo`.
+ *
+ * @generated from message partner.v1.MandateAcceptance
+ */
+export type MandateAcceptance = Message<"partner.v1.MandateAcceptance"> & {
+  /**
+   * How, and when, the person proved who they were before accepting (OTP_SMS or PLATFORM_SESSION).
+   *
+   * @generated from field: partner.v1.Authentication authentication = 1;
+   */
+  authentication?: Authentication | undefined;
+
+  /**
+   * When they accepted (RFC 3339).
+   *
+   * @generated from field: string accepted_at = 2;
+   */
+  acceptedAt: string;
+
+  /**
+   * The installments exactly as the page showed them.
+   *
+   * @generated from field: partner.v1.RepaymentSchedule repayment_schedule = 3;
+   */
+  repaymentSchedule?: RepaymentSchedule | undefined;
+
+  /**
+   * The total repayable as the page showed it, kobo.
+   *
+   * @generated from field: int64 total_repayable_kobo = 4;
+   */
+  totalRepayableKobo: bigint;
+
+  /**
+   * The principal as the page showed it, kobo.
+   *
+   * @generated from field: int64 principal_kobo = 5;
+   */
+  principalKobo: bigint;
+};
+
+/**
+ * Describes the message partner.v1.MandateAcceptance.
+ * Use `create(MandateAcceptanceSchema)` to create a new message.
+ */
+export const MandateAcceptanceSchema: GenMessage<MandateAcceptance> = /*@__PURE__*/
+  messageDesc(file_partner_v1_disbursements, 7);
+
+/**
  * RepaymentSchedule is the list of installments the user accepted.
  *
  * @generated from message partner.v1.RepaymentSchedule
@@ -567,7 +783,7 @@ export type RepaymentSchedule = Message<"partner.v1.RepaymentSchedule"> & {
  * Use `create(RepaymentScheduleSchema)` to create a new message.
  */
 export const RepaymentScheduleSchema: GenMessage<RepaymentSchedule> = /*@__PURE__*/
-  messageDesc(file_partner_v1_disbursements, 7);
+  messageDesc(file_partner_v1_disbursements, 8);
 
 /**
  * Installment is one debit.
@@ -595,7 +811,7 @@ export type Installment = Message<"partner.v1.Installment"> & {
  * Use `create(InstallmentSchema)` to create a new message.
  */
 export const InstallmentSchema: GenMessage<Installment> = /*@__PURE__*/
-  messageDesc(file_partner_v1_disbursements, 8);
+  messageDesc(file_partner_v1_disbursements, 9);
 
 /**
  * CreateDisbursementRequest describes the loan.
@@ -632,18 +848,30 @@ export type CreateDisbursementRequest = Message<"partner.v1.CreateDisbursementRe
   reference: string;
 
   /**
-   * 1 to 60 installments.
+   * 1 to 60 installments, due dates strictly increasing, the first tomorrow (Africa/Lagos) or later, the last
+   * within the partner's tenor (default 365 days), real calendar dates; the total at most the principal plus
+   * the partner's cost cap (default 5,000 basis points of it). This is what the person is asked to accept.
    *
    * @generated from field: partner.v1.RepaymentSchedule repayment_schedule = 5;
    */
   repaymentSchedule?: RepaymentSchedule | undefined;
 
   /**
-   * When the user accepted the schedule (RFC 3339), not in the future.
+   * Deprecated and ignored: only the person's own acceptance on the hosted page (or, in the sandbox, the
+   * accept helper acting for them) accepts a schedule. Kept so that older clients still parse.
    *
-   * @generated from field: string schedule_accepted_at = 6;
+   * @generated from field: string schedule_accepted_at = 6 [deprecated = true];
+   * @deprecated
    */
   scheduleAcceptedAt: string;
+
+  /**
+   * How long the person has to answer the mandate, in hours: 1 to 168; 0 or unset means 24. The mandate
+   * lapses sooner if the first installment's due date begins (00:00 in Lagos) before then.
+   *
+   * @generated from field: int32 acceptance_expires_in_hours = 7;
+   */
+  acceptanceExpiresInHours: number;
 };
 
 /**
@@ -651,7 +879,7 @@ export type CreateDisbursementRequest = Message<"partner.v1.CreateDisbursementRe
  * Use `create(CreateDisbursementRequestSchema)` to create a new message.
  */
 export const CreateDisbursementRequestSchema: GenMessage<CreateDisbursementRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_disbursements, 9);
+  messageDesc(file_partner_v1_disbursements, 10);
 
 /**
  * CreateDisbursementResponse holds the disbursement.
@@ -660,7 +888,7 @@ export const CreateDisbursementRequestSchema: GenMessage<CreateDisbursementReque
  */
 export type CreateDisbursementResponse = Message<"partner.v1.CreateDisbursementResponse"> & {
   /**
-   * PENDING until the payout job takes it.
+   * AWAITING_ACCEPTANCE, with its `acceptanceUrl`, until the person answers.
    *
    * @generated from field: partner.v1.Disbursement disbursement = 1;
    */
@@ -672,7 +900,7 @@ export type CreateDisbursementResponse = Message<"partner.v1.CreateDisbursementR
  * Use `create(CreateDisbursementResponseSchema)` to create a new message.
  */
 export const CreateDisbursementResponseSchema: GenMessage<CreateDisbursementResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_disbursements, 10);
+  messageDesc(file_partner_v1_disbursements, 11);
 
 /**
  * GetDisbursementRequest names the disbursement.
@@ -693,7 +921,7 @@ export type GetDisbursementRequest = Message<"partner.v1.GetDisbursementRequest"
  * Use `create(GetDisbursementRequestSchema)` to create a new message.
  */
 export const GetDisbursementRequestSchema: GenMessage<GetDisbursementRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_disbursements, 11);
+  messageDesc(file_partner_v1_disbursements, 12);
 
 /**
  * GetDisbursementResponse holds the disbursement.
@@ -714,7 +942,7 @@ export type GetDisbursementResponse = Message<"partner.v1.GetDisbursementRespons
  * Use `create(GetDisbursementResponseSchema)` to create a new message.
  */
 export const GetDisbursementResponseSchema: GenMessage<GetDisbursementResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_disbursements, 12);
+  messageDesc(file_partner_v1_disbursements, 13);
 
 /**
  * DisbursementService starts payouts and reports them (CONTRACT.md §6). Money is kobo, as decimal strings
@@ -725,8 +953,12 @@ export const GetDisbursementResponseSchema: GenMessage<GetDisbursementResponse> 
  */
 export const DisbursementService: GenService<{
   /**
-   * Starts a payout to the user's wallet or bank account (the account the platform holds; the partner never
-   * sees it). Needs an ACTIVE consent for the user. The fee is fixed now from the partner's contract rate.
+   * Offers a loan to the user: the disbursement is created AWAITING_ACCEPTANCE with an `acceptanceUrl`, a
+   * hosted page where the person proves who they are (a code texted by the service, or the platform's own
+   * sign-in), sees the principal, every installment and the total repayable, and accepts or declines. Only an
+   * accepted mandate starts the payout, to the user's wallet or bank account (the account the platform holds;
+   * the partner never sees it). Needs an ACTIVE consent for the user. The fee is fixed now from the partner's
+   * contract rate, and charged only if the money is delivered.
    *
    * @generated from rpc partner.v1.DisbursementService.CreateDisbursement
    */
@@ -756,7 +988,7 @@ export const DisbursementService: GenService<{
     output: typeof ListRepaymentsResponseSchema;
   },
   /**
-   * The partner's books between two dates: principal out, fees, repayments in.
+   * The partner's books between two dates: principal out, fees, repayments in, reversals and refunds.
    *
    * @generated from rpc partner.v1.DisbursementService.GetBooks
    */

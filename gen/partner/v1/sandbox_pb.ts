@@ -15,7 +15,7 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file partner/v1/sandbox.proto.
  */
 export const file_partner_v1_sandbox: GenFile = /*@__PURE__*/
-  fileDesc("ChhwYXJ0bmVyL3YxL3NhbmRib3gucHJvdG8SCnBhcnRuZXIudjEiJgoYQWNjZXB0Q29uc2VudExpbmtSZXF1ZXN0EgoKAmlkGAEgASgJIkoKGUFjY2VwdENvbnNlbnRMaW5rUmVzcG9uc2USLQoMY29uc2VudF9saW5rGAEgASgLMhcucGFydG5lci52MS5Db25zZW50TGluayInChlEZWNsaW5lQ29uc2VudExpbmtSZXF1ZXN0EgoKAmlkGAEgASgJIksKGkRlY2xpbmVDb25zZW50TGlua1Jlc3BvbnNlEi0KDGNvbnNlbnRfbGluaxgBIAEoCzIXLnBhcnRuZXIudjEuQ29uc2VudExpbmsiKAoaUmV2b2tlQ29uc2VudEFzVXNlclJlcXVlc3QSCgoCaWQYASABKAkiQwobUmV2b2tlQ29uc2VudEFzVXNlclJlc3BvbnNlEiQKB2NvbnNlbnQYASABKAsyEy5wYXJ0bmVyLnYxLkNvbnNlbnQiQgoSU2V0U3RhbmRpbmdSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSDAoEdGllchgCIAEoCRINCgVzY29yZRgDIAEoBSJZChNTZXRTdGFuZGluZ1Jlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDAoEdGllchgCIAEoCRINCgVzY29yZRgDIAEoBRIUCgx0aWVyX2NoYW5nZWQYBCABKAgiJQoXRmFpbERpc2J1cnNlbWVudFJlcXVlc3QSCgoCaWQYASABKAkiSgoYRmFpbERpc2J1cnNlbWVudFJlc3BvbnNlEi4KDGRpc2J1cnNlbWVudBgBIAEoCzIYLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50IigKGlJldmVyc2VEaXNidXJzZW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIk0KG1JldmVyc2VEaXNidXJzZW1lbnRSZXNwb25zZRIuCgxkaXNidXJzZW1lbnQYASABKAsyGC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudCK3AQoXQ29sbGVjdFJlcGF5bWVudFJlcXVlc3QSCgoCaWQYASABKAkSPAoHb3V0Y29tZRgCIAEoDjIrLnBhcnRuZXIudjEuQ29sbGVjdFJlcGF5bWVudFJlcXVlc3QuT3V0Y29tZRIUCgxmYWlsdXJlX2NvZGUYAyABKAkiPAoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASCwoHU1VDQ0VTUxABEgsKB0ZBSUxVUkUQAiJEChhDb2xsZWN0UmVwYXltZW50UmVzcG9uc2USKAoJcmVwYXltZW50GAEgASgLMhUucGFydG5lci52MS5SZXBheW1lbnQyhwkKDlNhbmRib3hTZXJ2aWNlEqUBChFBY2NlcHRDb25zZW50TGluaxIkLnBhcnRuZXIudjEuQWNjZXB0Q29uc2VudExpbmtSZXF1ZXN0GiUucGFydG5lci52MS5BY2NlcHRDb25zZW50TGlua1Jlc3BvbnNlIkOC0+STAj1iDGNvbnNlbnRfbGluayItL3BhcnRuZXIvdjEvc2FuZGJveC9jb25zZW50LWxpbmtzL3tpZH0vYWNjZXB0EqkBChJEZWNsaW5lQ29uc2VudExpbmsSJS5wYXJ0bmVyLnYxLkRlY2xpbmVDb25zZW50TGlua1JlcXVlc3QaJi5wYXJ0bmVyLnYxLkRlY2xpbmVDb25zZW50TGlua1Jlc3BvbnNlIkSC0+STAj5iDGNvbnNlbnRfbGluayIuL3BhcnRuZXIvdjEvc2FuZGJveC9jb25zZW50LWxpbmtzL3tpZH0vZGVjbGluZRKhAQoTUmV2b2tlQ29uc2VudEFzVXNlchImLnBhcnRuZXIudjEuUmV2b2tlQ29uc2VudEFzVXNlclJlcXVlc3QaJy5wYXJ0bmVyLnYxLlJldm9rZUNvbnNlbnRBc1VzZXJSZXNwb25zZSI5gtPkkwIzYgdjb25zZW50IigvcGFydG5lci92MS9zYW5kYm94L2NvbnNlbnRzL3tpZH0vcmV2b2tlEocBCgtTZXRTdGFuZGluZxIeLnBhcnRuZXIudjEuU2V0U3RhbmRpbmdSZXF1ZXN0Gh8ucGFydG5lci52MS5TZXRTdGFuZGluZ1Jlc3BvbnNlIjeC0+STAjE6ASoiLC9wYXJ0bmVyL3YxL3NhbmRib3gvdXNlcnMve3VzZXJfaWR9L3N0YW5kaW5nEqABChBGYWlsRGlzYnVyc2VtZW50EiMucGFydG5lci52MS5GYWlsRGlzYnVyc2VtZW50UmVxdWVzdBokLnBhcnRuZXIudjEuRmFpbERpc2J1cnNlbWVudFJlc3BvbnNlIkGC0+STAjtiDGRpc2J1cnNlbWVudCIrL3BhcnRuZXIvdjEvc2FuZGJveC9kaXNidXJzZW1lbnRzL3tpZH0vZmFpbBKsAQoTUmV2ZXJzZURpc2J1cnNlbWVudBImLnBhcnRuZXIudjEuUmV2ZXJzZURpc2J1cnNlbWVudFJlcXVlc3QaJy5wYXJ0bmVyLnYxLlJldmVyc2VEaXNidXJzZW1lbnRSZXNwb25zZSJEgtPkkwI+YgxkaXNidXJzZW1lbnQiLi9wYXJ0bmVyL3YxL3NhbmRib3gvZGlzYnVyc2VtZW50cy97aWR9L3JldmVyc2USoAEKEENvbGxlY3RSZXBheW1lbnQSIy5wYXJ0bmVyLnYxLkNvbGxlY3RSZXBheW1lbnRSZXF1ZXN0GiQucGFydG5lci52MS5Db2xsZWN0UmVwYXltZW50UmVzcG9uc2UiQYLT5JMCOzoBKmIJcmVwYXltZW50IisvcGFydG5lci92MS9zYW5kYm94L3JlcGF5bWVudHMve2lkfS9jb2xsZWN0YgZwcm90bzM", [file_google_api_annotations, file_partner_v1_consents, file_partner_v1_disbursements]);
+  fileDesc("ChhwYXJ0bmVyL3YxL3NhbmRib3gucHJvdG8SCnBhcnRuZXIudjEiJgoYQWNjZXB0Q29uc2VudExpbmtSZXF1ZXN0EgoKAmlkGAEgASgJIkoKGUFjY2VwdENvbnNlbnRMaW5rUmVzcG9uc2USLQoMY29uc2VudF9saW5rGAEgASgLMhcucGFydG5lci52MS5Db25zZW50TGluayInChlEZWNsaW5lQ29uc2VudExpbmtSZXF1ZXN0EgoKAmlkGAEgASgJIksKGkRlY2xpbmVDb25zZW50TGlua1Jlc3BvbnNlEi0KDGNvbnNlbnRfbGluaxgBIAEoCzIXLnBhcnRuZXIudjEuQ29uc2VudExpbmsiKAoaUmV2b2tlQ29uc2VudEFzVXNlclJlcXVlc3QSCgoCaWQYASABKAkiQwobUmV2b2tlQ29uc2VudEFzVXNlclJlc3BvbnNlEiQKB2NvbnNlbnQYASABKAsyEy5wYXJ0bmVyLnYxLkNvbnNlbnQiQgoSU2V0U3RhbmRpbmdSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSDAoEdGllchgCIAEoCRINCgVzY29yZRgDIAEoBSJZChNTZXRTdGFuZGluZ1Jlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDAoEdGllchgCIAEoCRINCgVzY29yZRgDIAEoBRIUCgx0aWVyX2NoYW5nZWQYBCABKAgiJwoZQWNjZXB0RGlzYnVyc2VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSJMChpBY2NlcHREaXNidXJzZW1lbnRSZXNwb25zZRIuCgxkaXNidXJzZW1lbnQYASABKAsyGC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudCIoChpEZWNsaW5lRGlzYnVyc2VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSJNChtEZWNsaW5lRGlzYnVyc2VtZW50UmVzcG9uc2USLgoMZGlzYnVyc2VtZW50GAEgASgLMhgucGFydG5lci52MS5EaXNidXJzZW1lbnQiJQoXRmFpbERpc2J1cnNlbWVudFJlcXVlc3QSCgoCaWQYASABKAkiSgoYRmFpbERpc2J1cnNlbWVudFJlc3BvbnNlEi4KDGRpc2J1cnNlbWVudBgBIAEoCzIYLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50IigKGlJldmVyc2VEaXNidXJzZW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIk0KG1JldmVyc2VEaXNidXJzZW1lbnRSZXNwb25zZRIuCgxkaXNidXJzZW1lbnQYASABKAsyGC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudCK3AQoXQ29sbGVjdFJlcGF5bWVudFJlcXVlc3QSCgoCaWQYASABKAkSPAoHb3V0Y29tZRgCIAEoDjIrLnBhcnRuZXIudjEuQ29sbGVjdFJlcGF5bWVudFJlcXVlc3QuT3V0Y29tZRIUCgxmYWlsdXJlX2NvZGUYAyABKAkiPAoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASCwoHU1VDQ0VTUxABEgsKB0ZBSUxVUkUQAiJEChhDb2xsZWN0UmVwYXltZW50UmVzcG9uc2USKAoJcmVwYXltZW50GAEgASgLMhUucGFydG5lci52MS5SZXBheW1lbnQy4QsKDlNhbmRib3hTZXJ2aWNlEqUBChFBY2NlcHRDb25zZW50TGluaxIkLnBhcnRuZXIudjEuQWNjZXB0Q29uc2VudExpbmtSZXF1ZXN0GiUucGFydG5lci52MS5BY2NlcHRDb25zZW50TGlua1Jlc3BvbnNlIkOC0+STAj1iDGNvbnNlbnRfbGluayItL3BhcnRuZXIvdjEvc2FuZGJveC9jb25zZW50LWxpbmtzL3tpZH0vYWNjZXB0EqkBChJEZWNsaW5lQ29uc2VudExpbmsSJS5wYXJ0bmVyLnYxLkRlY2xpbmVDb25zZW50TGlua1JlcXVlc3QaJi5wYXJ0bmVyLnYxLkRlY2xpbmVDb25zZW50TGlua1Jlc3BvbnNlIkSC0+STAj5iDGNvbnNlbnRfbGluayIuL3BhcnRuZXIvdjEvc2FuZGJveC9jb25zZW50LWxpbmtzL3tpZH0vZGVjbGluZRKhAQoTUmV2b2tlQ29uc2VudEFzVXNlchImLnBhcnRuZXIudjEuUmV2b2tlQ29uc2VudEFzVXNlclJlcXVlc3QaJy5wYXJ0bmVyLnYxLlJldm9rZUNvbnNlbnRBc1VzZXJSZXNwb25zZSI5gtPkkwIzYgdjb25zZW50IigvcGFydG5lci92MS9zYW5kYm94L2NvbnNlbnRzL3tpZH0vcmV2b2tlEocBCgtTZXRTdGFuZGluZxIeLnBhcnRuZXIudjEuU2V0U3RhbmRpbmdSZXF1ZXN0Gh8ucGFydG5lci52MS5TZXRTdGFuZGluZ1Jlc3BvbnNlIjeC0+STAjE6ASoiLC9wYXJ0bmVyL3YxL3NhbmRib3gvdXNlcnMve3VzZXJfaWR9L3N0YW5kaW5nEqgBChJBY2NlcHREaXNidXJzZW1lbnQSJS5wYXJ0bmVyLnYxLkFjY2VwdERpc2J1cnNlbWVudFJlcXVlc3QaJi5wYXJ0bmVyLnYxLkFjY2VwdERpc2J1cnNlbWVudFJlc3BvbnNlIkOC0+STAj1iDGRpc2J1cnNlbWVudCItL3BhcnRuZXIvdjEvc2FuZGJveC9kaXNidXJzZW1lbnRzL3tpZH0vYWNjZXB0EqwBChNEZWNsaW5lRGlzYnVyc2VtZW50EiYucGFydG5lci52MS5EZWNsaW5lRGlzYnVyc2VtZW50UmVxdWVzdBonLnBhcnRuZXIudjEuRGVjbGluZURpc2J1cnNlbWVudFJlc3BvbnNlIkSC0+STAj5iDGRpc2J1cnNlbWVudCIuL3BhcnRuZXIvdjEvc2FuZGJveC9kaXNidXJzZW1lbnRzL3tpZH0vZGVjbGluZRKgAQoQRmFpbERpc2J1cnNlbWVudBIjLnBhcnRuZXIudjEuRmFpbERpc2J1cnNlbWVudFJlcXVlc3QaJC5wYXJ0bmVyLnYxLkZhaWxEaXNidXJzZW1lbnRSZXNwb25zZSJBgtPkkwI7YgxkaXNidXJzZW1lbnQiKy9wYXJ0bmVyL3YxL3NhbmRib3gvZGlzYnVyc2VtZW50cy97aWR9L2ZhaWwSrAEKE1JldmVyc2VEaXNidXJzZW1lbnQSJi5wYXJ0bmVyLnYxLlJldmVyc2VEaXNidXJzZW1lbnRSZXF1ZXN0GicucGFydG5lci52MS5SZXZlcnNlRGlzYnVyc2VtZW50UmVzcG9uc2UiRILT5JMCPmIMZGlzYnVyc2VtZW50Ii4vcGFydG5lci92MS9zYW5kYm94L2Rpc2J1cnNlbWVudHMve2lkfS9yZXZlcnNlEqABChBDb2xsZWN0UmVwYXltZW50EiMucGFydG5lci52MS5Db2xsZWN0UmVwYXltZW50UmVxdWVzdBokLnBhcnRuZXIudjEuQ29sbGVjdFJlcGF5bWVudFJlc3BvbnNlIkGC0+STAjs6ASpiCXJlcGF5bWVudCIrL3BhcnRuZXIvdjEvc2FuZGJveC9yZXBheW1lbnRzL3tpZH0vY29sbGVjdGIGcHJvdG8z", [file_google_api_annotations, file_partner_v1_consents, file_partner_v1_disbursements]);
 
 /**
  * AcceptConsentLinkRequest names the link.
@@ -221,6 +221,90 @@ export const SetStandingResponseSchema: GenMessage<SetStandingResponse> = /*@__P
   messageDesc(file_partner_v1_sandbox, 7);
 
 /**
+ * AcceptDisbursementRequest names the disbursement.
+ *
+ * @generated from message partner.v1.AcceptDisbursementRequest
+ */
+export type AcceptDisbursementRequest = Message<"partner.v1.AcceptDisbursementRequest"> & {
+  /**
+   * `dsb_` id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message partner.v1.AcceptDisbursementRequest.
+ * Use `create(AcceptDisbursementRequestSchema)` to create a new message.
+ */
+export const AcceptDisbursementRequestSchema: GenMessage<AcceptDisbursementRequest> = /*@__PURE__*/
+  messageDesc(file_partner_v1_sandbox, 8);
+
+/**
+ * AcceptDisbursementResponse holds the disbursement as it now is.
+ *
+ * @generated from message partner.v1.AcceptDisbursementResponse
+ */
+export type AcceptDisbursementResponse = Message<"partner.v1.AcceptDisbursementResponse"> & {
+  /**
+   * The disbursement, PENDING (or further along, if its payout already ran).
+   *
+   * @generated from field: partner.v1.Disbursement disbursement = 1;
+   */
+  disbursement?: Disbursement | undefined;
+};
+
+/**
+ * Describes the message partner.v1.AcceptDisbursementResponse.
+ * Use `create(AcceptDisbursementResponseSchema)` to create a new message.
+ */
+export const AcceptDisbursementResponseSchema: GenMessage<AcceptDisbursementResponse> = /*@__PURE__*/
+  messageDesc(file_partner_v1_sandbox, 9);
+
+/**
+ * DeclineDisbursementRequest names the disbursement.
+ *
+ * @generated from message partner.v1.DeclineDisbursementRequest
+ */
+export type DeclineDisbursementRequest = Message<"partner.v1.DeclineDisbursementRequest"> & {
+  /**
+   * `dsb_` id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message partner.v1.DeclineDisbursementRequest.
+ * Use `create(DeclineDisbursementRequestSchema)` to create a new message.
+ */
+export const DeclineDisbursementRequestSchema: GenMessage<DeclineDisbursementRequest> = /*@__PURE__*/
+  messageDesc(file_partner_v1_sandbox, 10);
+
+/**
+ * DeclineDisbursementResponse holds the disbursement as it now is.
+ *
+ * @generated from message partner.v1.DeclineDisbursementResponse
+ */
+export type DeclineDisbursementResponse = Message<"partner.v1.DeclineDisbursementResponse"> & {
+  /**
+   * The disbursement, CANCELLED.
+   *
+   * @generated from field: partner.v1.Disbursement disbursement = 1;
+   */
+  disbursement?: Disbursement | undefined;
+};
+
+/**
+ * Describes the message partner.v1.DeclineDisbursementResponse.
+ * Use `create(DeclineDisbursementResponseSchema)` to create a new message.
+ */
+export const DeclineDisbursementResponseSchema: GenMessage<DeclineDisbursementResponse> = /*@__PURE__*/
+  messageDesc(file_partner_v1_sandbox, 11);
+
+/**
  * FailDisbursementRequest names the disbursement.
  *
  * @generated from message partner.v1.FailDisbursementRequest
@@ -239,7 +323,7 @@ export type FailDisbursementRequest = Message<"partner.v1.FailDisbursementReques
  * Use `create(FailDisbursementRequestSchema)` to create a new message.
  */
 export const FailDisbursementRequestSchema: GenMessage<FailDisbursementRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 8);
+  messageDesc(file_partner_v1_sandbox, 12);
 
 /**
  * FailDisbursementResponse holds the disbursement as it now is.
@@ -260,7 +344,7 @@ export type FailDisbursementResponse = Message<"partner.v1.FailDisbursementRespo
  * Use `create(FailDisbursementResponseSchema)` to create a new message.
  */
 export const FailDisbursementResponseSchema: GenMessage<FailDisbursementResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 9);
+  messageDesc(file_partner_v1_sandbox, 13);
 
 /**
  * ReverseDisbursementRequest names the disbursement.
@@ -281,7 +365,7 @@ export type ReverseDisbursementRequest = Message<"partner.v1.ReverseDisbursement
  * Use `create(ReverseDisbursementRequestSchema)` to create a new message.
  */
 export const ReverseDisbursementRequestSchema: GenMessage<ReverseDisbursementRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 10);
+  messageDesc(file_partner_v1_sandbox, 14);
 
 /**
  * ReverseDisbursementResponse holds the disbursement as it now is.
@@ -302,7 +386,7 @@ export type ReverseDisbursementResponse = Message<"partner.v1.ReverseDisbursemen
  * Use `create(ReverseDisbursementResponseSchema)` to create a new message.
  */
 export const ReverseDisbursementResponseSchema: GenMessage<ReverseDisbursementResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 11);
+  messageDesc(file_partner_v1_sandbox, 15);
 
 /**
  * CollectRepaymentRequest says which repayment and how the debit ends.
@@ -337,7 +421,7 @@ export type CollectRepaymentRequest = Message<"partner.v1.CollectRepaymentReques
  * Use `create(CollectRepaymentRequestSchema)` to create a new message.
  */
 export const CollectRepaymentRequestSchema: GenMessage<CollectRepaymentRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 12);
+  messageDesc(file_partner_v1_sandbox, 16);
 
 /**
  * How the debit ends.
@@ -376,7 +460,7 @@ export type CollectRepaymentRequest_Outcome = (typeof CollectRepaymentRequest_Ou
  * Describes the enum partner.v1.CollectRepaymentRequest.Outcome.
  */
 export const CollectRepaymentRequest_OutcomeSchema: GenEnum<CollectRepaymentRequest_Outcome> = /*@__PURE__*/
-  enumDesc(file_partner_v1_sandbox, 12, 0);
+  enumDesc(file_partner_v1_sandbox, 16, 0);
 
 /**
  * CollectRepaymentResponse holds the repayment as it now is.
@@ -397,7 +481,7 @@ export type CollectRepaymentResponse = Message<"partner.v1.CollectRepaymentRespo
  * Use `create(CollectRepaymentResponseSchema)` to create a new message.
  */
 export const CollectRepaymentResponseSchema: GenMessage<CollectRepaymentResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 13);
+  messageDesc(file_partner_v1_sandbox, 17);
 
 /**
  * SandboxService acts, in the sandbox only, for the people and systems a partner cannot drive from outside
@@ -452,6 +536,29 @@ export const SandboxService: GenService<{
     methodKind: "unary";
     input: typeof SetStandingRequestSchema;
     output: typeof SetStandingResponseSchema;
+  },
+  /**
+   * The person accepts the disbursement's repayment mandate, as on the hosted mandate page: the acceptance is
+   * recorded (method OTP_SMS, the schedule as offered) and the payout starts (PENDING). Only an
+   * AWAITING_ACCEPTANCE disbursement: one already answered, expired or cancelled answers 410 `mandate_gone`.
+   *
+   * @generated from rpc partner.v1.SandboxService.AcceptDisbursement
+   */
+  acceptDisbursement: {
+    methodKind: "unary";
+    input: typeof AcceptDisbursementRequestSchema;
+    output: typeof AcceptDisbursementResponseSchema;
+  },
+  /**
+   * The person declines the mandate, as on the hosted page: CANCELLED with `mandate_declined`; no payout,
+   * no fee. Only an AWAITING_ACCEPTANCE disbursement (else 410 `mandate_gone`).
+   *
+   * @generated from rpc partner.v1.SandboxService.DeclineDisbursement
+   */
+  declineDisbursement: {
+    methodKind: "unary";
+    input: typeof DeclineDisbursementRequestSchema;
+    output: typeof DeclineDisbursementResponseSchema;
   },
   /**
    * The payment provider fails a payout that is PENDING or PROCESSING (create it with a `reference` ending in

@@ -5,6 +5,7 @@ import { ConsentLinkEntity } from "../../consent/consent-link.entity.ts";
 import { DisbursementEntity } from "../../disbursements/disbursement.entity.ts";
 import { InstallmentEntity } from "../../disbursements/installment.entity.ts";
 import { SandboxDebitEntity } from "../../disbursements/sandbox-debit.entity.ts";
+import { SandboxRefundEntity } from "../../disbursements/sandbox-refund.entity.ts";
 import { SandboxTransferEntity } from "../../disbursements/sandbox-transfer.entity.ts";
 import { IdempotencyKeyEntity } from "../../idempotency/idempotency-key.entity.ts";
 import { LedgerCounterpartyEntity } from "../../ledger/ledger-counterparty.entity.ts";
@@ -55,6 +56,7 @@ export const entities = [
   InstallmentEntity,
   BookEntryEntity,
   SandboxDebitEntity,
+  SandboxRefundEntity,
   SandboxTransferEntity,
   PaymentInstrumentEntity,
   SandboxFixtureEntity,

@@ -18,6 +18,10 @@ export interface Queues {
   "disbursements.payout": { disbursementId: string };
   /** Resumes payouts left PENDING or PROCESSING (a lost job, a crashed worker, a transfer the provider has not settled). */
   "disbursements.sweep": Record<string, never>;
+  /** Refunds one repayment collected before its payout was reversed. */
+  "refunds.refund": { installmentId: string };
+  /** Resumes refunds left owed (a lost job, a crashed worker, a refund the provider has not settled). */
+  "refunds.sweep": Record<string, never>;
   /** Expires consents past their expiry, with their events. */
   "consents.expire": Record<string, never>;
   /** Keeps the sandbox fixture users present, their ledger topped up to yesterday. */
@@ -77,6 +81,17 @@ export const queueOptions: Record<
     retryDelayMax: 300,
   },
   "repayments.sweep": { retryLimit: 1, expireInSeconds: 600, notify: false },
+  // As payouts: the claim on the installment's refund, with its lease, lets one job act; the provider is asked
+  // about the charge before a resumed attempt refunds it.
+  "refunds.refund": {
+    retryLimit: 20,
+    expireInSeconds: 60,
+    notify: true,
+    retryDelay: 2,
+    retryBackoff: true,
+    retryDelayMax: 300,
+  },
+  "refunds.sweep": { retryLimit: 1, expireInSeconds: 600, notify: false },
   "disbursements.sweep": { retryLimit: 1, expireInSeconds: 600, notify: false },
 };
 

@@ -53,6 +53,15 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
       cause: err,
     });
   }
+  // Two requests changed the same rows in opposite orders and PostgreSQL chose this one to give way: nothing
+  // of it committed, so a retry is safe. A 409 with Retry-After says so (it is no fault of the service).
+  if (hasSqlState(err, "40P01") || hasSqlState(err, "40001")) {
+    logger.warn("gave way to a concurrent change", { err: (err as Error).message });
+    return new ApiError("conflict", "A concurrent change to the same resource won; retry.", {
+      retryAfterSeconds: 1,
+      cause: err,
+    });
+  }
   // The database is unreachable or restarting: the request may be retried (it ran in a transaction that
   // did not commit), so say so instead of blaming ourselves with a 500.
   if (isPoolExhausted(err)) {
@@ -71,6 +80,15 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
   }
   logger.error("unhandled error", { err });
   return new ApiError("internal", undefined, { cause: err });
+}
+
+/** True when the error, or one of its causes, carries this PostgreSQL SQLSTATE. */
+function hasSqlState(err: unknown, state: string): boolean {
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; depth++) {
+    if (e.code === state) return true;
+    e = e.cause as typeof e;
+  }
+  return false;
 }
 
 /**

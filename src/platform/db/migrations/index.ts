@@ -7,6 +7,8 @@ import { Migration20261122050000_payment_providers } from "./Migration2026112205
 import { Migration20261122060000_sandbox } from "./Migration20261122060000_sandbox.ts";
 import { Migration20261122070000_data_keys } from "./Migration20261122070000_data_keys.ts";
 import { Migration20261123000000_person } from "./Migration20261123000000_person.ts";
+import { Migration20261123010000_mandates } from "./Migration20261123010000_mandates.ts";
+import { Migration20261123020000_refunds } from "./Migration20261123020000_refunds.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -19,4 +21,6 @@ export const migrations = [
   { name: "Migration20261122060000_sandbox", class: Migration20261122060000_sandbox },
   { name: "Migration20261122070000_data_keys", class: Migration20261122070000_data_keys },
   { name: "Migration20261123000000_person", class: Migration20261123000000_person },
+  { name: "Migration20261123010000_mandates", class: Migration20261123010000_mandates },
+  { name: "Migration20261123020000_refunds", class: Migration20261123020000_refunds },
 ];
