@@ -2,7 +2,8 @@
 // Against the sandbox simulator, service in its own process on an embedded PostgreSQL:
 //   1. creates at a steady 100 req/s (open loop), each with its own Idempotency-Key: p50/p99;
 //      bar: p99 <= 30 ms;
-//   2. a backlog of BENCH_BACKLOG creates, then payouts delivered per second until all are DELIVERED;
+//   2. a backlog of BENCH_BACKLOG creates, every mandate accepted (sandbox helper), then payouts delivered
+//      per second until all are DELIVERED;
 //      bar: >= 300 payouts/s.
 import { randomBytes } from "node:crypto";
 import fs from "node:fs/promises";
@@ -12,7 +13,14 @@ import path from "node:path";
 import pg from "pg";
 import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
 import { createLogger } from "../src/platform/logger.ts";
-import { drainPayouts, internalCall, report, seedConsentedUsers, startService } from "./support.ts";
+import {
+  acceptMandates,
+  drainPayouts,
+  internalCall,
+  report,
+  seedConsentedUsers,
+  startService,
+} from "./support.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 15);
 const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 3_000);
@@ -57,7 +65,6 @@ try {
         destination: "WALLET",
         reference: `bench-${i}`,
         repaymentSchedule: { installments: [{ dueDate: due, amountKobo: String(120_000 + i) }] },
-        scheduleAcceptedAt: new Date().toISOString(),
       });
       const t0 = performance.now();
       const req = http.request(
@@ -110,6 +117,9 @@ try {
   for (let i = 0; i < BACKLOG; i += 40)
     await Promise.all(Array.from({ length: Math.min(40, BACKLOG - i) }, createOne));
   const total = done.length + BACKLOG;
+  // The people accept the mandates (only an accepted one is paid out); then the worker drains them.
+  const accepted = await acceptMandates(client, service.partnerUrl, partner.id, key);
+  if (accepted !== total) throw new Error(`only ${accepted} of ${total} mandates were accepted`);
   const worker = await startService({ ...shared, ROLE: "worker" });
   const { delivered: last, seconds } = await drainPayouts(client, partner.id, total);
   const rate = last / seconds;

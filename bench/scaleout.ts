@@ -19,6 +19,7 @@ import { scopes } from "../src/consent/scopes.ts";
 import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
 import { createLogger } from "../src/platform/logger.ts";
 import {
+  acceptMandates,
   type BenchService,
   drainPayouts,
   internalCall,
@@ -156,7 +157,6 @@ try {
       destination: "WALLET",
       reference: `scale-${i}`,
       repaymentSchedule: { installments: [{ dueDate: due, amountKobo: String(120_000 + i) }] },
-      scheduleAcceptedAt: new Date().toISOString(),
     });
     return {
       body: text,
@@ -195,6 +195,9 @@ try {
     );
   }
   const total = c;
+  // The people accept the mandates (only an accepted one is paid out); then two workers drain them.
+  const accepted = await acceptMandates(client, apis[0] ?? "", partner.id, key);
+  if (accepted !== total) throw new Error(`only ${accepted} of ${total} mandates were accepted`);
   await Promise.all([start("worker"), start("worker")]);
   const { delivered: last, seconds } = await drainPayouts(client, partner.id, total);
   report({

@@ -248,3 +248,34 @@ export async function drainPayouts(
   }
   return { delivered: last, seconds: (performance.now() - t0) / 1000 };
 }
+
+/**
+ * The people accept every mandate of a partner still AWAITING_ACCEPTANCE, through the sandbox helper (32 at a
+ * time): what starts the payouts a benchmark then measures. Answers how many were accepted.
+ */
+export async function acceptMandates(
+  client: { query(text: string, params: unknown[]): Promise<{ rows: { id: string }[] }> },
+  partnerUrl: string,
+  partnerId: string,
+  key: string,
+): Promise<number> {
+  const { rows } = await client.query(
+    "select id from disbursements where partner_id = $1 and status = 'AWAITING_ACCEPTANCE'",
+    [partnerId],
+  );
+  const queue = rows.map((r) => r.id);
+  let accepted = 0;
+  await Promise.all(
+    Array.from({ length: 32 }, async () => {
+      for (let id = queue.shift(); id; id = queue.shift()) {
+        const res = await fetch(`${partnerUrl}/partner/v1/sandbox/disbursements/${id}/accept`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}` },
+        });
+        await res.arrayBuffer();
+        if (res.status === 200) accepted++;
+      }
+    }),
+  );
+  return accepted;
+}
