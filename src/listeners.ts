@@ -62,6 +62,8 @@ const requestIdOf = (req: unknown) => (req as Tagged)[REQUEST_ID] ?? newId("req"
  * A client's own X-Request-Id is never taken as ours; it is logged as `clientRequestId`.
  */
 const STARTED = Symbol("started");
+/** The methods any route serves; every other is 405 before a handler sees it. */
+const HTTP_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
 type Timed = { [STARTED]?: number };
 
 function withRequestId(handler: Handler, logger: Logger, listener: string, metrics: Metrics): Handler {
@@ -95,6 +97,11 @@ function withRequestId(handler: Handler, logger: Logger, listener: string, metri
     res.setHeader("x-request-id", id);
     (res as Timed)[STARTED] = performance.now();
     res.on("finish", finished); // fires once; `on` avoids the wrapper `once` allocates
+    // HTTP/2 takes any `:method`: one no route serves is refused before any handler (and counted as `other`).
+    if (!HTTP_METHODS.has(req.method ?? "")) {
+      res.setHeader("allow", [...HTTP_METHODS].join(", "));
+      return writeRestError(res, new ApiError("method_not_allowed"), id);
+    }
     handler(req, res);
   };
 }

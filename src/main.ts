@@ -64,12 +64,24 @@ async function main(): Promise<void> {
       if (!config.databaseUrl) await fs.rm(serviceFile, { force: true });
       await runtime.embedded?.stop();
       logger.info("stopped");
-      process.exit(0);
+      process.exit(process.exitCode ?? 0);
     } catch (err) {
       logger.error("shutdown failed", { err });
       process.exit(1);
     }
   };
+  // Last resort (docs/operations.md). A rejection nobody caught belongs to one request or job (every shared
+  // state change is in a database transaction that did not commit): log it and keep serving. An exception
+  // that reached the event loop leaves the process in a state nobody knows: stop cleanly (drain, stop the
+  // embedded PostgreSQL) and exit 1 for the supervisor to restart.
+  process.on("unhandledRejection", (reason) =>
+    logger.error("unhandled rejection; still serving", { err: reason }),
+  );
+  process.on("uncaughtException", (err) => {
+    logger.error("uncaught exception; stopping for a restart", { err });
+    process.exitCode = 1;
+    void shutdown("uncaughtException");
+  });
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
   process.on("SIGHUP", () => void shutdown("SIGHUP"));

@@ -6,6 +6,9 @@
 
 type Labels = Record<string, string>;
 
+/** The `method` label's values: the standard methods, and `other` for anything else a client sends. */
+const METHOD_LABELS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+
 const escapeLabel = (v: string) => v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
 const labelText = (labels: Labels) => {
   const entries = Object.entries(labels);
@@ -124,13 +127,17 @@ export class HttpMetrics implements Metric {
     status: number,
     seconds: number,
   ): void {
+    // Labels come from fixed sets only: a method outside the standard ones is `other`, a status outside
+    // 100–599 is `other`, whatever a client sends (routes and faces are bounded by their callers).
+    method = METHOD_LABELS.has(method) ? method : "other";
+    const statusLabel = status >= 100 && status <= 599 ? String(status) : "other";
     const series = `${listener}\u0001${face}\u0001${route}`;
-    const countKey = `${series}\u0001${method}\u0001${status}`;
+    const countKey = `${series}\u0001${method}\u0001${statusLabel}`;
     const c = this.#counts.get(countKey);
     if (c) c.value += 1;
     else
       this.#counts.set(countKey, {
-        labels: labelText({ listener, face, route, method, status: String(status) }),
+        labels: labelText({ listener, face, route, method, status: statusLabel }),
         value: 1,
       });
     let h = this.#latency.get(series);

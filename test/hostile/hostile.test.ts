@@ -478,3 +478,42 @@ describe("the Connect and gRPC faces", () => {
     }
   });
 });
+
+describe("HTTP/2 requests with made-up methods", () => {
+  it("are refused 405 before any handler, and add no series to /metrics", async () => {
+    const scrape = async () =>
+      (
+        await fetch(`${t.internalUrl}/metrics`, { headers: { authorization: `Bearer ${t.internalToken}` } })
+      ).text();
+    const http2 = await import("node:http2");
+    const send = (session: import("node:http2").ClientHttp2Session, method: string, path: string) =>
+      new Promise<number>((resolve, reject) => {
+        const stream = session.request({ ":method": method, ":path": path });
+        stream.on("response", (h) => resolve(Number(h[":status"])));
+        stream.on("error", reject);
+        stream.resume();
+        stream.end();
+      });
+    const session = http2.connect(t.partnerUrl);
+    try {
+      // One of each first, so every series this test may touch exists before the count.
+      expect(await send(session, "BREW", "/healthz")).toBe(405);
+      expect(await send(session, "GET", "/healthz")).toBe(200);
+      expect(await send(session, "BREW", "/partner/v1/keys")).toBe(405);
+      await scrape(); // the scrape's own request is counted once it is answered
+      const series = (text: string) => text.split("\n").filter((l) => l && !l.startsWith("#")).length;
+      const before = series(await scrape());
+      const statuses = await Promise.all(
+        Array.from({ length: 500 }, (_, i) =>
+          send(session, `M${i.toString(36).toUpperCase()}X`, i % 2 ? "/healthz" : `/partner/v1/keys`),
+        ),
+      );
+      expect(new Set(statuses)).toEqual(new Set([405]));
+      const after = await scrape();
+      expect(series(after)).toBe(before);
+      expect(after).not.toMatch(/method="M\w+X"/);
+    } finally {
+      session.close();
+    }
+  });
+});
