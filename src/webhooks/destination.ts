@@ -31,8 +31,8 @@ export type DestinationProblem = "destination_not_allowed" | "dns_error";
 export class DestinationError extends Error {
   override readonly name = "DestinationError";
   readonly problem: DestinationProblem;
-  constructor(problem: DestinationProblem, message: string) {
-    super(message);
+  constructor(problem: DestinationProblem, message: string, options?: ErrorOptions) {
+    super(message, options);
     this.problem = problem;
   }
 }
@@ -75,19 +75,48 @@ const loopback = new BlockList();
 loopback.addSubnet("127.0.0.0", 8, "ipv4");
 loopback.addAddress("::1", "ipv6");
 
-/** The IPv4 address inside an IPv4-mapped, IPv4-compatible or NAT64 IPv6 address, if any. */
-function embeddedIPv4(ip: string): string | undefined {
-  const lower = ip.toLowerCase();
-  const m = /^(?:::ffff:|::ffff:0:|64:ff9b::|::)((?:\d{1,3}\.){3}\d{1,3})$/.exec(lower);
-  if (m) return m[1];
-  // Hex forms: ::ffff:a00:1 and 64:ff9b::a00:1.
-  const hex = /^(?:::ffff:|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (hex) {
-    const hi = Number.parseInt(hex[1] as string, 16);
-    const lo = Number.parseInt(hex[2] as string, 16);
-    return [hi >> 8, hi & 255, lo >> 8, lo & 255].join(".");
+/** The 16 bytes of an IPv6 address (`isIP` already said it is one), dotted IPv4 tail included. */
+function ipv6Bytes(ip: string): number[] {
+  let text = ip.toLowerCase().split("%")[0] ?? "";
+  const dotted = /(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
   }
+  const [head = "", tail] = text.split("::");
+  const groups = (part: string) => (part ? part.split(":").map((g) => Number.parseInt(g, 16)) : []);
+  const h = groups(head);
+  const t = tail === undefined ? [] : groups(tail);
+  const all = [...h, ...Array(8 - h.length - t.length).fill(0), ...t] as number[];
+  return all.flatMap((g) => [g >> 8, g & 255]);
+}
+
+/**
+ * The IPv4 address carried inside an IPv6 address, in every embedding a packet could be routed by:
+ * IPv4-compatible (`::/96`, so `[::7f00:1]`), IPv4-mapped (`::ffff:0:0/96`), IPv4-translated
+ * (`::ffff:0:0:0/96`), NAT64 (`64:ff9b::/96`) and 6to4 (`2002::/16`). Local-use NAT64 (`64:ff9b:1::/48`)
+ * can carry IPv4 anywhere, so it is refused whole (see {@link addressAllowed}).
+ */
+function embeddedIPv4(ip: string): string | undefined {
+  const b = ipv6Bytes(ip);
+  const zero = (from: number, to: number) => b.slice(from, to).every((x) => x === 0);
+  const v4 = (at: number) => b.slice(at, at + 4).join(".");
+  if (zero(0, 10) && b[10] === 0xff && b[11] === 0xff) return v4(12); // ::ffff:a.b.c.d
+  if (zero(0, 8) && b[8] === 0xff && b[9] === 0xff && zero(10, 12)) return v4(12); // ::ffff:0:a.b.c.d
+  // ::a.b.c.d; `::` and `::1` stay IPv6 (unspecified, loopback).
+  if (zero(0, 12) && !(zero(12, 15) && (b[15] ?? 0) <= 1)) return v4(12);
+  if (b[0] === 0 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && zero(4, 12)) return v4(12); // 64:ff9b::/96
+  if (b[0] === 0x20 && b[1] === 0x02) return v4(2); // 2002:aabb:ccdd::/48
   return undefined;
+}
+
+/** IPv6 global unicast is 2000::/3; local-use NAT64 hides an IPv4 address anywhere in it. */
+function globalIPv6(ip: string): boolean {
+  const b = ipv6Bytes(ip);
+  const first = b[0] ?? 0;
+  const localNat64 =
+    first === 0 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && b[4] === 0 && b[5] === 1;
+  return (first & 0xe0) === 0x20 && !localNat64;
 }
 
 /** True when a webhook may be sent to this IP address under the policy. */
@@ -97,6 +126,7 @@ export function addressAllowed(ip: string, allowLocal: boolean): boolean {
   const v4 = family === 6 ? embeddedIPv4(ip) : ip;
   const [addr, type] = v4 ? [v4, "ipv4" as const] : [ip, "ipv6" as const];
   if (allowLocal && loopback.check(addr, type)) return true;
+  if (type === "ipv6" && !globalIPv6(addr)) return false;
   return !forbidden.check(addr, type);
 }
 
@@ -135,18 +165,16 @@ export async function vetHost(hostname: string, policy: DestinationPolicy): Prom
     try {
       addresses = await policy.resolver(host);
     } catch (err) {
-      throw new DestinationError(
-        "dns_error",
-        `${host} does not resolve (${(err as NodeJS.ErrnoException).code ?? "error"})`,
-      );
+      throw new DestinationError("dns_error", `${host} does not resolve`, { cause: err });
     }
   }
   if (addresses.length === 0) throw new DestinationError("dns_error", `${host} has no addresses`);
   const bad = addresses.find((a) => !addressAllowed(a.address, policy.allowLocal));
   if (bad) {
+    // What the name resolved to is not said: it would map the service's own network for a partner.
     throw new DestinationError(
       "destination_not_allowed",
-      `${host} resolves to ${bad.address}, a private or reserved address`,
+      `${host} is not a public address, so it is not allowed`,
     );
   }
   return addresses[0] as ResolvedAddress;

@@ -33,19 +33,33 @@ describe("webhook destinations in production", () => {
       "private.example": "10.0.0.1",
       "metadata.example": "169.254.169.254",
       "mapped.example": "::ffff:10.0.0.1",
+      "compatible.example": "::7f00:1",
+      "translated.example": "::ffff:0:a00:1",
+      "nat64.example": "64:ff9b::a9fe:a9fe",
+      "local-nat64.example": "64:ff9b:1::1",
+      "sixtofour.example": "2002:7f00:1::1",
+      "unique-local.example": "fd00::1",
+      "not-global.example": "4000::1",
     };
     for (const [host, address] of Object.entries(cases)) {
       dns.set(host, address);
       const res = await create(`https://${host}/hooks`);
       expect(res.status, host).toBe(422);
       expect(res.body.code).toBe("validation_failed");
-      expect(res.body.details.fields.url).toContain(address);
+      // Said without what the name resolved to: that would map the service's own network.
+      expect(res.body.details.fields.url).toBe(`${host} is not a public address, so it is not allowed`);
+      expect(JSON.stringify(res.body)).not.toContain(address);
     }
     for (const url of [
       "https://127.0.0.1/hooks",
       "https://10.0.0.1/hooks",
       "https://169.254.169.254/latest",
       "https://[::ffff:10.0.0.1]/hooks",
+      "https://[::7f00:1]/hooks",
+      "https://[::ffff:0:7f00:1]/hooks",
+      "https://[64:ff9b:1::a00:1]/hooks",
+      "https://[2002:a00:1::]/hooks",
+      "https://[2002:7f00:1::1]/hooks",
     ]) {
       expect((await create(url)).status, url).toBe(422);
     }

@@ -27,8 +27,34 @@ describe("webhook destinations", () => {
     }
   });
 
+  it("refuses IPv4 hidden in every IPv6 embedding, and IPv6 outside global unicast", () => {
+    for (const ip of [
+      "::7f00:1",
+      "::127.0.0.1",
+      "::ffff:0:7f00:1",
+      "::ffff:0:10.0.0.1",
+      "64:ff9b::7f00:1",
+      "64:ff9b:1::5db8:d822",
+      "2002:7f00:1::",
+      "2002:a9fe:a9fe::1",
+      "4000::1",
+      "::",
+    ]) {
+      expect(addressAllowed(ip, false), ip).toBe(false);
+      // Local development allows loopback however it is written; nothing else of these.
+      if (!/7f00:1|127\.0\.0\.1/.test(ip)) expect(addressAllowed(ip, true), `${ip} (local)`).toBe(false);
+    }
+  });
+
   it("allows public addresses, and loopback only in local development", () => {
-    for (const ip of ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:93.184.216.34"]) {
+    for (const ip of [
+      "93.184.216.34",
+      "8.8.8.8",
+      "2606:4700::1111",
+      "::ffff:93.184.216.34",
+      "2002:5db8:d822::1",
+      "64:ff9b::5db8:d822",
+    ]) {
       expect(addressAllowed(ip, false), ip).toBe(true);
     }
     expect(addressAllowed("127.0.0.1", true)).toBe(true);
