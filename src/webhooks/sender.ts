@@ -69,7 +69,18 @@ export function createSender({ policy, connectTimeoutMs, timeoutMs }: SenderOpti
     });
     try {
       const url = new URL(rawUrl);
-      const target = await vetHost(url.hostname, policy);
+      // DNS answers within the connect budget, or the attempt ends (`dns_error`): a resolver that never
+      // answers does not hold the worker. (A system lookup cannot be cancelled; it is left to finish.)
+      let timer: NodeJS.Timeout | undefined;
+      const target = await Promise.race([
+        vetHost(url.hostname, policy),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new DestinationError("dns_error", `${url.hostname} does not resolve in time`)),
+            connectTimeoutMs,
+          );
+        }),
+      ]).finally(() => clearTimeout(timer));
       // The connection goes to the address just vetted, whatever DNS says a moment later.
       const lookup: LookupFunction = (_host, options, cb) => {
         if ((options as { all?: boolean }).all)
