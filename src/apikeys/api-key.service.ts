@@ -27,6 +27,8 @@ const KEY_WORD: Record<Environment, string> = { sandbox: "sandbox", production: 
 /** How long a key is cached by hash. Changes reach every instance at once through the change feed. */
 const CACHE_MS = 60 * ms.second;
 const CACHE_MAX = 50_000;
+/** How many unknown digests are remembered (bounded: a flood of guesses cannot grow memory). */
+const UNKNOWN_MAX = 10_000;
 const DEFAULT_ROLL_HOURS = 24;
 const MAX_ROLL_HOURS = 168;
 
@@ -52,7 +54,11 @@ export type ApiKeyService = ReturnType<typeof createApiKeyService>;
 /** Creates the API key service. */
 export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceOptions) {
   const byHash = new Map<string, Cached>();
+  // Digests no key has, so a flood of guessed keys costs one query per digest, not one per request. Any
+  // change to any key (an issue or a roll makes a new digest valid) drops them all, on every instance.
+  const unknown = new Map<string, number>();
   changes.subscribe("api_key", (id) => {
+    unknown.clear();
     if (id === "*") return byHash.clear();
     for (const [hash, entry] of byHash) if (entry.row.id === id) byHash.delete(hash);
   });
@@ -170,8 +176,11 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
       const nowMs = Date.now();
       let row: KeyState | null | undefined;
       const hit = byHash.get(hex);
+      const missedAt = unknown.get(hex);
       if (hit && changes.healthy && nowMs - hit.at < CACHE_MS) {
         row = hit.row;
+      } else if (missedAt !== undefined && changes.healthy && nowMs - missedAt < CACHE_MS) {
+        row = null;
       } else {
         // The lookup is by digest, so comparing secrets never happens character by character.
         const found = await repo.findByHash(em(), Buffer.from(hex, "hex"));
@@ -185,6 +194,9 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
         if (row && changes.healthy) {
           if (byHash.size >= CACHE_MAX) byHash.clear();
           byHash.set(hex, { row, at: nowMs });
+        } else if (!row && changes.healthy) {
+          if (unknown.size >= UNKNOWN_MAX) unknown.clear();
+          unknown.set(hex, nowMs);
         }
       }
       if (!row || row.environment !== ENV_OF_KEY[shape[1] as "sandbox" | "live"])
