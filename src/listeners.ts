@@ -44,6 +44,7 @@ import { toApiError } from "./platform/rpc/errors.ts";
 import { edgeInterceptor } from "./platform/rpc/interceptor.ts";
 import { connectAdapter } from "./platform/rpc/node-adapter.ts";
 import { createReflection } from "./platform/rpc/reflection.ts";
+import type { AddressGuard } from "./ratelimit/address-guard.ts";
 import { createSandboxHandlers } from "./sandbox/sandbox.handlers.ts";
 import type { Services } from "./services.ts";
 import { createKeysHandlers, createSigningKeyAdminHandlers } from "./signing/keys.handlers.ts";
@@ -66,7 +67,13 @@ const STARTED = Symbol("started");
 const HTTP_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
 type Timed = { [STARTED]?: number };
 
-function withRequestId(handler: Handler, logger: Logger, listener: string, metrics: Metrics): Handler {
+function withRequestId(
+  handler: Handler,
+  logger: Logger,
+  listener: string,
+  metrics: Metrics,
+  guard?: AddressGuard,
+): Handler {
   const logRequests = logger.level === "debug";
   // One shared listener, not a closure per request: this runs on every request.
   function finished(this: AnyResponse & Timed & { req: AnyRequest }) {
@@ -77,6 +84,8 @@ function withRequestId(handler: Handler, logger: Logger, listener: string, metri
     const path = q === -1 ? url : url.slice(0, q);
     const { face, route } = routeOf(req, path, this.statusCode);
     metrics.http.record(listener, face, route, req.method ?? "", this.statusCode, seconds);
+    // A failed authentication is charged to the client's address (see the guard below).
+    if (guard && this.statusCode === 401) guard.failed(req.socket?.remoteAddress ?? "");
     if (logRequests) {
       const client = req.headers["x-request-id"];
       logger.debug("request", {
@@ -102,11 +111,38 @@ function withRequestId(handler: Handler, logger: Logger, listener: string, metri
       res.setHeader("allow", [...HTTP_METHODS].join(", "));
       return writeRestError(res, new ApiError("method_not_allowed"), id);
     }
+    if (guard) {
+      // Traffic no API key limits (CONTRACT.md §8): the hosted pages, and an address that keeps failing to
+      // authenticate, are limited per client address before anything costs a query.
+      const path = (req.url ?? "").split("?")[0] ?? "";
+      const address = req.socket?.remoteAddress ?? "";
+      const page = PAGE_PREFIXES.some((prefix) => path.startsWith(prefix));
+      const decision = page
+        ? guard.takePage(address)
+        : FIXED_PATHS.has(path)
+          ? undefined
+          : guard.mayAuthenticate(address);
+      if (decision && !decision.allowed) {
+        return writeRestError(
+          res,
+          new ApiError(
+            "rate_limited",
+            page
+              ? "Too many requests from your address; try again shortly."
+              : "Too many failed authentications from your address; try again shortly.",
+            { retryAfterSeconds: decision.retryAfterSeconds },
+          ),
+          id,
+        );
+      }
+    }
     handler(req, res);
   };
 }
 
 const PROCEDURE = /^\/[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*\.[A-Z][A-Za-z0-9]*\/[A-Z][A-Za-z0-9]*$/;
+/** The hosted pages: no API key, so limited per client address. */
+const PAGE_PREFIXES = ["/consent/", "/mandate/", "/prompt/"];
 const FIXED_PATHS = new Set([
   "/healthz",
   "/readyz",
@@ -344,6 +380,7 @@ export async function startListeners(o: ListenerOptions) {
           logger,
           "partner",
           services.metrics,
+          services.addressGuard,
         ),
       });
 

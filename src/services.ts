@@ -27,6 +27,7 @@ import type { Jobs } from "./platform/jobs/jobs.ts";
 import type { Logger } from "./platform/logger.ts";
 import { createMetrics } from "./platform/metrics.ts";
 import { registerDatabaseGauges } from "./platform/metrics-gauges.ts";
+import { ADDRESS_LIMITS, createAddressGuard } from "./ratelimit/address-guard.ts";
 import { createRateLimiter } from "./ratelimit/rate-limiter.ts";
 import { createSandboxFixtures } from "./sandbox/fixtures.ts";
 import { createSandboxService } from "./sandbox/sandbox.service.ts";
@@ -200,6 +201,7 @@ export function createServices(deps: ServiceDeps) {
     apiKeys: createApiKeyService({ clock, changes, partners }),
     signingKeys,
     rateLimiter: createRateLimiter({ limits: config.rateLimits }),
+    addressGuard: createAddressGuard(ADDRESS_LIMITS),
     idempotency: createIdempotencyService({ clock, box }),
     outbox,
     sender,

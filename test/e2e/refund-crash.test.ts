@@ -100,7 +100,11 @@ async function deliveredAndCollected(reference: string) {
   const repayments = `/partner/v1/disbursements/${id}/repayments`;
   const first = (await get(repayments)).repayments[0].id as string;
   // Its due date, come early: the debit runs here, through the provider (or in the worker's minute sweep).
-  await sql(em(), "update installments set next_attempt_at = now() where id = $1", [first]);
+  // A second back: the database's microseconds are finer than the service clock's milliseconds, so `now()`
+  // itself could still be a fraction ahead of the clock that asks whether it is due.
+  await sql(em(), "update installments set next_attempt_at = now() - interval '1 second' where id = $1", [
+    first,
+  ]);
   await t.app.services.repayments.collect(em(), first);
   await eventually(async () => (await get(repayments)).repayments[0].status === "COLLECTED", {
     what: "COLLECTED",

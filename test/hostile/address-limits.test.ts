@@ -1,0 +1,53 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ADDRESS_LIMITS } from "../../src/ratelimit/address-guard.ts";
+import { createPartner, type PartnerFixture } from "../factories/partners.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { eventually } from "../support/wait.ts";
+
+// Traffic no API key can limit: guessed keys and the hosted pages, from one client address.
+let t: TestApp;
+let p: PartnerFixture;
+beforeAll(async () => {
+  t = await startTestApp();
+  p = await createPartner(t);
+});
+afterAll(() => t?.stop());
+
+const get = (path: string, key?: string) =>
+  fetch(`${t.partnerUrl}${path}`, { headers: key ? { authorization: `Bearer ${key}` } : {} });
+
+describe("limits per client address", () => {
+  it("stop an address that keeps failing to authenticate, with 429 and Retry-After, then let it back", async () => {
+    const burst = ADDRESS_LIMITS.failures.capacity;
+    const statuses: number[] = [];
+    for (let i = 0; i < burst + 20; i++) {
+      const res = await get("/partner/v1/keys", `sk_live_${String(i).padStart(32, "0")}`);
+      await res.arrayBuffer();
+      statuses.push(res.status);
+    }
+    expect(statuses.slice(0, burst - 5).every((s) => s === 401)).toBe(true);
+    const refused = await get("/partner/v1/keys", p.sandboxKey);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(((await refused.json()) as { code: string }).code).toBe("rate_limited");
+    // Health checks are never limited, and the address is let back as its bucket refills.
+    expect((await get("/healthz")).status).toBe(200);
+    await eventually(async () => (await get("/partner/v1/keys", p.sandboxKey)).status === 200, {
+      timeoutMs: 5_000,
+    });
+  });
+
+  it("limit requests to the hosted pages, which need no key", async () => {
+    const burst = ADDRESS_LIMITS.pages.capacity;
+    const statuses = await Promise.all(
+      Array.from({ length: burst + 50 }, async () => {
+        const res = await get(`/consent/${"A".repeat(32)}`);
+        await res.arrayBuffer();
+        return res.status;
+      }),
+    );
+    expect(statuses.filter((s) => s === 404).length).toBeGreaterThanOrEqual(burst - 10);
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThan(0);
+    expect(statuses.every((s) => s === 404 || s === 429)).toBe(true);
+  });
+});
