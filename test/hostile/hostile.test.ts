@@ -517,3 +517,44 @@ describe("HTTP/2 requests with made-up methods", () => {
     }
   });
 });
+
+describe("an HTTP/2 request body trickled a byte at a time", () => {
+  it("is cut at the request deadline with 408, and the connection keeps serving other streams", async () => {
+    const http2 = await import("node:http2");
+    const session = http2.connect(t.partnerUrl);
+    try {
+      const started = performance.now();
+      const stream = session.request({
+        ":method": "POST",
+        ":path": "/partner/v1/webhooks",
+        "content-type": "application/json",
+        authorization: `Bearer ${a.sandboxKey}`,
+      });
+      const status = new Promise<number>((resolve) =>
+        stream.on("response", (h) => resolve(Number(h[":status"]))),
+      );
+      const closed = new Promise<void>((resolve) => stream.on("close", () => resolve()));
+      stream.on("error", () => undefined); // the server cancels the stream after its answer
+      stream.resume();
+      stream.write("{");
+      const trickle = setInterval(() => {
+        if (!stream.closed) stream.write(" ");
+      }, 500);
+      try {
+        expect(await status).toBe(408);
+        await closed;
+      } finally {
+        clearInterval(trickle);
+      }
+      // The deadline is 2 s here: the stream was not held for the 10 s its sender would have taken.
+      expect(performance.now() - started).toBeLessThan(8_000);
+      const other = session.request({ ":method": "GET", ":path": "/healthz" });
+      other.resume();
+      expect(
+        await new Promise<number>((resolve) => other.on("response", (h) => resolve(Number(h[":status"])))),
+      ).toBe(200);
+    } finally {
+      session.close();
+    }
+  });
+});

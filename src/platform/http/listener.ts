@@ -100,7 +100,26 @@ export async function listen({
   // enforces headersTimeout/requestTimeout against slow clients and lets idle keep-alive sockets be closed
   // on shutdown, starts on "listening".
   h1.emit("listening");
-  const h2 = http2.createServer({ maxSessionMemory: 10 }, handler);
+  const h2 = http2.createServer({ maxSessionMemory: 10, settings: { maxConcurrentStreams: 100 } }, handler);
+  // HTTP/2 streams have no requestTimeout of their own: a stream whose request has not fully arrived by the
+  // deadline (a body trickled a byte at a time) is answered 408 and closed, as HTTP/1.1 would be.
+  h2.on("stream", (stream) => {
+    const deadline = setTimeout(() => {
+      if (stream.readableEnded || stream.destroyed) return;
+      if (!stream.headersSent) {
+        const body = JSON.stringify({
+          code: "request_timeout",
+          message: "The request took too long to arrive.",
+          requestId: newId("req"),
+        });
+        stream.respond({ ":status": 408, "content-type": "application/json; charset=utf-8" });
+        stream.end(body);
+      }
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+    }, limits.requestTimeoutMs);
+    deadline.unref();
+    stream.once("close", () => clearTimeout(deadline));
+  });
   const sockets = new Set<net.Socket>();
   const sessions = new Set<http2.Http2Session>();
   h2.on("session", (s) => {
