@@ -10,6 +10,7 @@ import { inTransaction } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
 import { type Environment, tenantOf } from "../platform/tenancy.ts";
+import { createUnknownSet } from "../platform/unknown-set.ts";
 import type { UserService } from "../users/user.service.ts";
 import { consentRepository as repo } from "./consent.repository.ts";
 import {
@@ -82,6 +83,9 @@ export interface ConsentLinkServiceOptions {
  * not a credential.
  */
 export function createConsentLinkService(o: ConsentLinkServiceOptions) {
+  // Guessed page tokens are answered from memory after the first miss (a link's token is random and minted
+  // with the link, so one found unknown cannot become valid).
+  const unknownTokens = createUnknownSet({ max: 10_000, ttlMs: 10 * ms.minute });
   const view = (row: ConsentLink): LinkView => {
     const token = o.box.open(row.tokenEnc, linkTokenAad(row.id)).toString("utf8");
     const expired = row.status === "PENDING" && row.expiresAt <= o.clock.now();
@@ -117,8 +121,12 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
   };
 
   const byToken = async (em: Em, token: string, lock: boolean): Promise<ConsentLink> => {
-    const row = TOKEN.test(token) ? await repo.findLinkByToken(em, sha256(token), lock) : null;
-    if (!row) throw new ApiError("not_found", "No such consent link.");
+    const known = TOKEN.test(token) && !unknownTokens.has(token);
+    const row = known ? await repo.findLinkByToken(em, sha256(token), lock) : null;
+    if (!row) {
+      if (TOKEN.test(token)) unknownTokens.add(token);
+      throw new ApiError("not_found", "No such consent link.");
+    }
     return row;
   };
 

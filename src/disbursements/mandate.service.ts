@@ -11,6 +11,7 @@ import { ApiError, isApiError, validationFailed } from "../platform/errors.ts";
 import { isId } from "../platform/ids.ts";
 import type { Jobs } from "../platform/jobs/jobs.ts";
 import type { Environment } from "../platform/tenancy.ts";
+import { createUnknownSet } from "../platform/unknown-set.ts";
 import type { UserService } from "../users/user.service.ts";
 import type { AcceptedInstallment, Disbursement } from "./disbursement.entity.ts";
 import { disbursementRepository as repo } from "./disbursement.repository.ts";
@@ -81,9 +82,15 @@ export function createMandateService(o: {
   const lapsed = (d: Disbursement) =>
     d.status === "AWAITING_ACCEPTANCE" && (d.acceptanceExpiresAt?.getTime() ?? 0) <= clock.now().getTime();
 
+  // Guessed page tokens are answered from memory after the first miss (see createUnknownSet).
+  const unknownTokens = createUnknownSet({ max: 10_000, ttlMs: 10 * ms.minute });
   const byToken = async (em: Em, token: string, lock: boolean): Promise<Disbursement> => {
-    const row = TOKEN.test(token) ? await repo.findByAcceptanceToken(em, sha256(token), lock) : undefined;
-    if (!row) throw new ApiError("not_found", "No such repayment mandate.");
+    const known = TOKEN.test(token) && !unknownTokens.has(token);
+    const row = known ? await repo.findByAcceptanceToken(em, sha256(token), lock) : undefined;
+    if (!row) {
+      if (TOKEN.test(token)) unknownTokens.add(token);
+      throw new ApiError("not_found", "No such repayment mandate.");
+    }
     return row;
   };
 

@@ -46,3 +46,26 @@ describe("unknown API keys", () => {
     expect((await rest(t.partnerUrl, "GET", "/partner/v1/keys", { key: rolled.key })).status).toBe(200);
   });
 });
+
+describe("unknown hosted-page tokens", () => {
+  it("are answered from memory after the first miss, on the consent and the mandate page alike", async () => {
+    const token = "G".repeat(32);
+    const untouchable = new Proxy({} as never, {
+      get() {
+        throw new Error("the database was asked");
+      },
+    });
+    const services = t.app.services;
+    await expect(services.consentLinks.page(t.app.orm.em.fork(), token)).rejects.toMatchObject({
+      code: "not_found",
+    });
+    await expect(services.consentLinks.page(untouchable, token)).rejects.toMatchObject({ code: "not_found" });
+    await expect(services.mandates.page(t.app.orm.em.fork(), token)).rejects.toMatchObject({
+      code: "not_found",
+    });
+    await expect(services.mandates.page(untouchable, token)).rejects.toMatchObject({ code: "not_found" });
+    // Over HTTP: 404 every time.
+    for (const path of [`/consent/${token}`, `/mandate/${token}`])
+      expect((await fetch(`${t.partnerUrl}${path}`)).status).toBe(404);
+  });
+});
