@@ -6,7 +6,7 @@ import { ManualClock, ms } from "../../src/platform/clock.ts";
 import { constructWebhookEvent } from "../../src/sdk/webhooks.ts";
 import { createWebhook } from "../factories/events.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
-import { createUser } from "../factories/users.ts";
+import { createConsentedUser, createUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
 import { startReceiver, type TestReceiver } from "../support/receiver.ts";
@@ -201,13 +201,7 @@ describe.skipIf(!haveBrowser)("the consent page in Chromium", () => {
 
 describe.skipIf(!haveBrowser)("the repayment mandate page in Chromium", () => {
   async function offer() {
-    const u = await createUser(t);
-    await t.internal.consents.grantConsent({
-      userId: u.userId,
-      partnerId: partner.partnerId,
-      scopes: ["standing"],
-      ledgerWindowDays: 30,
-    });
+    const u = await createConsentedUser(t, partner.partnerId);
     const day = (n: number) => new Date(clock.now().getTime() + n * ms.day).toISOString().slice(0, 10);
     const res = await rest(t.partnerUrl, "POST", "/partner/v1/disbursements", {
       key: partner.sandboxKey,

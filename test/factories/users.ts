@@ -16,3 +16,19 @@ export async function createUser(
   });
   return { userId, phoneNumber };
 }
+
+/** A platform user who has given the partner an ACTIVE consent (scope `standing`, a 30-day window). */
+export async function createConsentedUser(
+  t: TestApp,
+  partnerId: string,
+  options: { environment?: "sandbox" | "production"; segment?: string } = {},
+): Promise<{ userId: string; phoneNumber: string }> {
+  const user = await createUser(t, options);
+  await t.internal.consents.grantConsent({
+    userId: user.userId,
+    partnerId,
+    scopes: ["standing"],
+    ledgerWindowDays: 30,
+  });
+  return user;
+}

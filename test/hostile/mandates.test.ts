@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock, ms } from "../../src/platform/clock.ts";
 import { sql } from "../../src/platform/db/sql.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
-import { createUser } from "../factories/users.ts";
+import { createConsentedUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
 import { openPage, requestCode, submit } from "../support/consent-page.ts";
@@ -50,13 +50,7 @@ async function offer(
   o: { environment?: "sandbox" | "production"; hours?: number } = {},
 ): Promise<{ id: string; url: string; userId: string; phoneNumber: string; body: any }> {
   const environment = o.environment ?? "sandbox";
-  const u = await createUser(t, { environment });
-  await t.internal.consents.grantConsent({
-    userId: u.userId,
-    partnerId: p.partnerId,
-    scopes: ["standing"],
-    ledgerWindowDays: 30,
-  });
+  const u = await createConsentedUser(t, p.partnerId, { environment });
   const key = environment === "sandbox" ? p.sandboxKey : p.liveKey;
   if (environment === "production")
     await t.internal.users.setPaymentInstruments({
@@ -230,13 +224,7 @@ describe("a disbursement the person has not accepted", () => {
   });
 
   it("lapses when its first installment's day begins, whatever time it asked for: CANCELLED, nothing paid", async () => {
-    const u = await createUser(t);
-    await t.internal.consents.grantConsent({
-      userId: u.userId,
-      partnerId: p.partnerId,
-      scopes: ["standing"],
-      ledgerWindowDays: 30,
-    });
+    const u = await createConsentedUser(t, p.partnerId);
     const res = await rest(t.partnerUrl, "POST", "/partner/v1/disbursements", {
       key: p.sandboxKey,
       headers: { "idempotency-key": `lapse-${u.userId}` },
@@ -273,13 +261,7 @@ describe("a disbursement the person has not accepted", () => {
 
   it("refuses an answer window outside 1 to 168 hours", async () => {
     for (const hours of [-1, 169, 100_000]) {
-      const u = await createUser(t);
-      await t.internal.consents.grantConsent({
-        userId: u.userId,
-        partnerId: p.partnerId,
-        scopes: ["standing"],
-        ledgerWindowDays: 30,
-      });
+      const u = await createConsentedUser(t, p.partnerId);
       const res = await rest(t.partnerUrl, "POST", "/partner/v1/disbursements", {
         key: p.sandboxKey,
         headers: { "idempotency-key": `hours-${hours}` },

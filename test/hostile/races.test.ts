@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
-import { createUser } from "../factories/users.ts";
+import { createConsentedUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
 import { acceptMandate } from "../support/mandates.ts";
@@ -37,13 +37,7 @@ const tally = (statuses: number[]) => {
 };
 
 async function disbursement(reference: string, status: string) {
-  const u = await createUser(t, { environment: "sandbox" });
-  await t.internal.consents.grantConsent({
-    userId: u.userId,
-    partnerId: p.partnerId,
-    scopes: ["standing"],
-    ledgerWindowDays: 30,
-  });
+  const u = await createConsentedUser(t, p.partnerId, { environment: "sandbox" });
   const res = await post("/partner/v1/disbursements", reference, {
     userId: u.userId,
     principalKobo: "1000000",
@@ -112,13 +106,7 @@ describe("the subscription cap", () => {
 
 describe("collects racing reverses on one disbursement", () => {
   it("never answer 500: each is applied or refused, the money stays right", async () => {
-    const u = await createUser(t);
-    await t.internal.consents.grantConsent({
-      userId: u.userId,
-      partnerId: p.partnerId,
-      scopes: ["standing"],
-      ledgerWindowDays: 30,
-    });
+    const u = await createConsentedUser(t, p.partnerId);
     const statuses: number[] = [];
     for (let round = 0; round < 3; round++) {
       const reference = `race-rev-${round}`;
