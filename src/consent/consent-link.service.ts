@@ -10,7 +10,7 @@ import { inTransaction } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
 import { type Environment, tenantOf } from "../platform/tenancy.ts";
-import { createUnknownSet } from "../platform/unknown-set.ts";
+import { createPageTokenLookup } from "../platform/unknown-set.ts";
 import type { UserService } from "../users/user.service.ts";
 import { consentRepository as repo } from "./consent.repository.ts";
 import {
@@ -59,7 +59,6 @@ export type { PageProof };
 
 const DEFAULT_HOURS = 24;
 const MAX_HOURS = 168;
-const TOKEN = /^[0-9A-Za-z]{32}$/;
 
 /** What {@link createConsentLinkService} returns. */
 export type ConsentLinkService = ReturnType<typeof createConsentLinkService>;
@@ -83,9 +82,6 @@ export interface ConsentLinkServiceOptions {
  * not a credential.
  */
 export function createConsentLinkService(o: ConsentLinkServiceOptions) {
-  // Guessed page tokens are answered from memory after the first miss (a link's token is random and minted
-  // with the link, so one found unknown cannot become valid).
-  const unknownTokens = createUnknownSet({ max: 10_000, ttlMs: 10 * ms.minute });
   const view = (row: ConsentLink): LinkView => {
     const token = o.box.open(row.tokenEnc, linkTokenAad(row.id)).toString("utf8");
     const expired = row.status === "PENDING" && row.expiresAt <= o.clock.now();
@@ -120,15 +116,10 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
     return url.toString();
   };
 
-  const byToken = async (em: Em, token: string, lock: boolean): Promise<ConsentLink> => {
-    const known = TOKEN.test(token) && !unknownTokens.has(token);
-    const row = known ? await repo.findLinkByToken(em, sha256(token), lock) : null;
-    if (!row) {
-      if (TOKEN.test(token)) unknownTokens.add(token);
-      throw new ApiError("not_found", "No such consent link.");
-    }
-    return row;
-  };
+  const byToken = createPageTokenLookup(
+    (em, hash, lock) => repo.findLinkByToken(em, hash, lock),
+    "No such consent link.",
+  );
 
   const subjectOf = (row: ConsentLink): CodeSubject => ({
     id: row.id,

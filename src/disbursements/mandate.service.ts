@@ -11,7 +11,7 @@ import { ApiError, isApiError, validationFailed } from "../platform/errors.ts";
 import { isId } from "../platform/ids.ts";
 import type { Jobs } from "../platform/jobs/jobs.ts";
 import type { Environment } from "../platform/tenancy.ts";
-import { createUnknownSet } from "../platform/unknown-set.ts";
+import { createPageTokenLookup } from "../platform/unknown-set.ts";
 import type { UserService } from "../users/user.service.ts";
 import type { AcceptedInstallment, Disbursement } from "./disbursement.entity.ts";
 import { disbursementRepository as repo } from "./disbursement.repository.ts";
@@ -29,8 +29,6 @@ export const MANDATE_HOURS = { default: 24, min: 1, max: 168 } as const;
 export const mandateTokenAad = (disbursementId: string) => `mandate-token:${disbursementId}`;
 /** Binds a mandate's sealed evidence to its disbursement. */
 export const mandateEvidenceAad = (disbursementId: string) => `mandate-evidence:${disbursementId}`;
-
-const TOKEN = /^[0-9A-Za-z]{32}$/;
 
 /** What the mandate page shows. */
 export interface MandateView {
@@ -82,17 +80,10 @@ export function createMandateService(o: {
   const lapsed = (d: Disbursement) =>
     d.status === "AWAITING_ACCEPTANCE" && (d.acceptanceExpiresAt?.getTime() ?? 0) <= clock.now().getTime();
 
-  // Guessed page tokens are answered from memory after the first miss (see createUnknownSet).
-  const unknownTokens = createUnknownSet({ max: 10_000, ttlMs: 10 * ms.minute });
-  const byToken = async (em: Em, token: string, lock: boolean): Promise<Disbursement> => {
-    const known = TOKEN.test(token) && !unknownTokens.has(token);
-    const row = known ? await repo.findByAcceptanceToken(em, sha256(token), lock) : undefined;
-    if (!row) {
-      if (TOKEN.test(token)) unknownTokens.add(token);
-      throw new ApiError("not_found", "No such repayment mandate.");
-    }
-    return row;
-  };
+  const byToken = createPageTokenLookup(
+    (em, hash, lock) => repo.findByAcceptanceToken(em, hash, lock),
+    "No such repayment mandate.",
+  );
 
   const subjectOf = async (em: Em, d: Disbursement): Promise<CodeSubject & { phoneLast4: string }> => {
     const contact = await o.users.contactOf(em, d.userId);
