@@ -6,6 +6,13 @@ import { type Disbursement, DisbursementEntity } from "./disbursement.entity.ts"
 import type { PastLoan } from "./disbursement.service.ts";
 import { type Installment, InstallmentEntity } from "./installment.entity.ts";
 
+/**
+ * The lender scope of a loan's repayment history: in production history spans every lender (`''`); in sandbox
+ * each partner's loans are its own, so one sandbox partner never sees another's.
+ */
+export const lenderScope = (d: { environment: Environment; partnerId: string }): string =>
+  d.environment === "production" ? "" : d.partnerId;
+
 /** A debit claimed for one attempt, with what the provider needs to be asked. */
 export interface ClaimedDebit {
   installment: Installment;
@@ -458,6 +465,60 @@ export const disbursementRepository = {
     // The tenancy filter decides: another partner's disbursement is simply not found.
     const disbursement = await tx.findOne(DisbursementEntity, { id: installment.disbursementId });
     return disbursement ? { installment, disbursement } : undefined;
+  },
+
+  /**
+   * Recomputes one user's repayment history roll-ups in one lender scope (see {@link lenderScope}) from their
+   * delivered loans, inside the transaction that settled a loan or an installment of theirs. A transaction
+   * advisory lock per user and scope orders concurrent settlements, and each statement after it reads what
+   * they committed (READ COMMITTED), so the last writer always writes the whole truth. The cost is one pass
+   * over this user's loans in this scope, paid at settlement, never on a snapshot read.
+   */
+  async refreshHistory(tx: Em, userId: string, scope: string): Promise<void> {
+    const params = [userId, scope];
+    await sql(
+      tx,
+      "select pg_advisory_xact_lock(hashtextextended('repayment_history:' || $1 || ':' || $2, 0))",
+      params,
+    );
+    const loans = `select d.id, d.principal_kobo from disbursements d
+                    where d.user_id = $1 and d.status = 'DELIVERED' and ($2 = '' or d.partner_id = $2)`;
+    await sql(
+      tx,
+      `insert into repayment_histories as h (user_id, lender_scope, loans_taken, loans_repaid, loans_active,
+              borrowed_kobo, repaid_kobo, collected, on_time, max_days_late_collected, last_repayment_at)
+       select $1, $2, count(*), count(*) filter (where uncollected = 0), count(*) filter (where active),
+              coalesce(sum(principal_kobo), 0), coalesce(sum(repaid), 0), coalesce(sum(collected), 0),
+              coalesce(sum(on_time), 0), coalesce(max(max_late), 0), max(last_at)
+         from (select l.id, l.principal_kobo,
+                      count(*) filter (where i.status <> 'COLLECTED') as uncollected,
+                      bool_or(i.status = 'SCHEDULED') as active,
+                      coalesce(sum(i.amount_kobo) filter (where i.status = 'COLLECTED'), 0) as repaid,
+                      count(*) filter (where i.status = 'COLLECTED') as collected,
+                      count(*) filter (where i.status = 'COLLECTED'
+                                         and (i.collected_at at time zone 'UTC')::date <= i.due_date) as on_time,
+                      coalesce(max(greatest(0, (i.collected_at at time zone 'UTC')::date - i.due_date))
+                                 filter (where i.status = 'COLLECTED'), 0) as max_late,
+                      max(i.collected_at) as last_at
+                 from (${loans}) l join installments i on i.disbursement_id = l.id
+                group by l.id, l.principal_kobo) per_loan
+       on conflict (user_id, lender_scope) do update set loans_taken = excluded.loans_taken,
+         loans_repaid = excluded.loans_repaid, loans_active = excluded.loans_active,
+         borrowed_kobo = excluded.borrowed_kobo, repaid_kobo = excluded.repaid_kobo,
+         collected = excluded.collected, on_time = excluded.on_time,
+         max_days_late_collected = excluded.max_days_late_collected, last_repayment_at = excluded.last_repayment_at`,
+      params,
+    );
+    await sql(tx, "delete from repayment_dues where user_id = $1 and lender_scope = $2", params);
+    await sql(
+      tx,
+      `insert into repayment_dues (user_id, lender_scope, due_date, due_count, open_count)
+       select $1, $2, i.due_date, count(*), count(*) filter (where i.status <> 'CANCELLED')
+         from (${loans}) l join installments i on i.disbursement_id = l.id
+        where i.status <> 'COLLECTED'
+        group by i.due_date`,
+      params,
+    );
   },
 
   /** Writes a past loan (sandbox fixtures) as it ended; nothing when its id exists already. */

@@ -14,7 +14,7 @@ import type { Caller, Environment } from "../platform/tenancy.ts";
 import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
 import type { Disbursement } from "./disbursement.entity.ts";
-import { disbursementRepository as repo } from "./disbursement.repository.ts";
+import { lenderScope, disbursementRepository as repo } from "./disbursement.repository.ts";
 import { feeKobo } from "./fee.ts";
 import type { Installment } from "./installment.entity.ts";
 import type { MandateService } from "./mandate.service.ts";
@@ -332,6 +332,7 @@ export function createDisbursementService(o: {
           // with the reversal; the refund worker sends it (RefundService).
           const owed = await refundRepository.owe(tx, id);
           for (const installmentId of owed) await o.jobs.send(tx, REFUND_QUEUE, { installmentId });
+          await repo.refreshHistory(tx, current.userId, lenderScope(current));
           changed = { environment: current.environment, outcome: "reversed" };
           return "REVERSED";
         }
@@ -356,6 +357,7 @@ export function createDisbursementService(o: {
             deliveredAt: now.toISOString(),
           },
         });
+        await repo.refreshHistory(tx, current.userId, lenderScope(current));
         changed = { environment: current.environment, outcome: "delivered" };
         return "DELIVERED";
       });
@@ -390,12 +392,25 @@ export function createDisbursementService(o: {
       return stuck.length;
     },
 
+    /** Recomputes a user's repayment history roll-ups in the lender scope of a loan of theirs. */
+    refreshHistory(
+      tx: Em,
+      loan: { userId: string; environment: Environment; partnerId: string },
+    ): Promise<void> {
+      return repo.refreshHistory(tx, loan.userId, lenderScope(loan));
+    },
+
     /**
      * Records a loan repaid (or defaulted) long ago, as it ended, with no event, no job and no booking: the
      * sandbox fixtures' repayment history. Nothing happens when it is there already.
      */
     async recordPastLoan(tx: Em, loan: PastLoan): Promise<void> {
       await repo.insertPastLoan(tx, loan);
+      await repo.refreshHistory(
+        tx,
+        loan.userId,
+        lenderScope({ environment: "sandbox", partnerId: loan.partnerId }),
+      );
     },
 
     /**

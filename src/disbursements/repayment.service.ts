@@ -7,7 +7,7 @@ import { ApiError, validationFailed } from "../platform/errors.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import type { Environment } from "../platform/tenancy.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
-import { disbursementRepository as repo } from "./disbursement.repository.ts";
+import { lenderScope, disbursementRepository as repo } from "./disbursement.repository.ts";
 import type { DisbursementService } from "./disbursement.service.ts";
 import type { Installment } from "./installment.entity.ts";
 import type { DebitOutcome } from "./provider.ts";
@@ -135,6 +135,7 @@ export function createRepaymentService(o: {
           // of the database, not of `d`: `owe` reads the payout's status under a lock, so a reversal committing
           // at the same time is never missed.
           await o.refunds.owe(tx, d.id);
+          await repo.refreshHistory(tx, d.userId, lenderScope(d));
           changed = { environment: d.environment, outcome: "collected" };
           return "COLLECTED";
         }
@@ -155,6 +156,7 @@ export function createRepaymentService(o: {
           type: "REPAYMENT_FAILED",
           payload: { ...payload, failureCode: outcome.reason, willRetry, failedAt: at.toISOString() },
         });
+        await repo.refreshHistory(tx, d.userId, lenderScope(d));
         changed = { environment: d.environment, outcome: willRetry ? "retrying" : "failed" };
         return willRetry ? "SCHEDULED" : "FAILED";
       });

@@ -2,6 +2,7 @@ import type { Scope } from "../consent/scopes.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import type { Tenant } from "../platform/tenancy.ts";
+import { FIXTURE_LENDER_ID } from "../sandbox/fixtures.ts";
 import type { Tier } from "../standing/standing.service.ts";
 
 /** Cashflow signals look back this far, whatever the window. */
@@ -58,7 +59,8 @@ export interface SnapshotData {
 }
 
 // One round trip: the newest consent, the user's segment, standing, KYC, the window's totals from the daily
-// roll-ups, distinct counterparties from the counterparty index, and the 90-day cashflow figures.
+// roll-ups, distinct counterparties from the counterparty index, the 90-day cashflow figures, and the repayment
+// history from its roll-ups (maintained when loans and installments settle: a few rows however many loans).
 const QUERY = `
 with c as (
   select id, status, scopes, ledger_window_days, max_ledger_window_days, expires_at from consents
@@ -87,21 +89,26 @@ select
       'max_day', coalesce(max(inflow_kobo), 0)::text)
      from ledger_daily where user_id = $3 and day between $5::date - ${CASHFLOW_DAYS - 1} and $5::date) as cash,
   (select json_build_object(
-      'loans_taken', count(distinct d.id),
-      'loans_repaid', count(distinct d.id) filter (where not exists (
-          select 1 from installments x where x.disbursement_id = d.id and x.status <> 'COLLECTED')),
-      'loans_active', count(distinct d.id) filter (where exists (
-          select 1 from installments x where x.disbursement_id = d.id and x.status = 'SCHEDULED')),
-      'borrowed', (select coalesce(sum(principal_kobo), 0)::text from disbursements
-                    where user_id = $3 and environment = $2 and status = 'DELIVERED'),
-      'repaid', coalesce(sum(i.amount_kobo) filter (where i.status = 'COLLECTED'), 0)::text,
-      'due', count(i.id) filter (where i.due_date <= $5::date or i.status = 'COLLECTED'),
-      'on_time', count(i.id) filter (where i.status = 'COLLECTED' and (i.collected_at at time zone 'UTC')::date <= i.due_date),
-      'max_late', coalesce(max(greatest(0, coalesce((i.collected_at at time zone 'UTC')::date, $5::date) - i.due_date))
-                    filter (where i.status <> 'CANCELLED' and i.due_date <= $5::date), 0),
-      'last_repayment_at', max(i.collected_at))
-     from disbursements d join installments i on i.disbursement_id = d.id
-    where d.user_id = $3 and d.environment = $2 and d.status = 'DELIVERED') as history`;
+      'loans_taken', coalesce(sum(h.loans_taken), 0),
+      'loans_repaid', coalesce(sum(h.loans_repaid), 0),
+      'loans_active', coalesce(sum(h.loans_active), 0),
+      'borrowed', coalesce(sum(h.borrowed_kobo), 0)::text,
+      'repaid', coalesce(sum(h.repaid_kobo), 0)::text,
+      'due', coalesce(sum(h.collected), 0) + coalesce((select sum(due_count) from repayment_dues r
+                where r.user_id = $3 and r.lender_scope = any($6::text[]) and r.due_date <= $5::date), 0),
+      'on_time', coalesce(sum(h.on_time), 0),
+      'max_late', greatest(coalesce(max(h.max_days_late_collected), 0),
+          coalesce($5::date - (select min(due_date) from repayment_dues r where r.user_id = $3
+                                 and r.lender_scope = any($6::text[]) and r.open_count > 0 and r.due_date <= $5::date), 0)),
+      'last_repayment_at', max(h.last_repayment_at))
+     from repayment_histories h where h.user_id = $3 and h.lender_scope = any($6::text[])) as history`;
+
+/**
+ * The lender scopes of repayment history a tenant sees: every lender in production; in sandbox, the partner's
+ * own loans and the fixture lender's (one sandbox partner never sees another's).
+ */
+const historyScopes = (tenant: Tenant): string[] =>
+  tenant.environment === "production" ? [""] : [FIXTURE_LENDER_ID, tenant.partnerId];
 
 /**
  * The snapshot's data in one round trip (it earns raw SQL: the hot read, a prepared statement whose plan
@@ -118,7 +125,7 @@ export async function readSnapshotRow(
   const [row] = await sql<SnapshotData>(
     em,
     QUERY,
-    [tenant.partnerId, tenant.environment, userId, requestedDays ?? null, today],
+    [tenant.partnerId, tenant.environment, userId, requestedDays ?? null, today, historyScopes(tenant)],
     { prepare: true },
   );
   return row;

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { feeKobo } from "../../src/disbursements/fee.ts";
 import { ManualClock, ms } from "../../src/platform/clock.ts";
 import { sql } from "../../src/platform/db/sql.ts";
+import { newId } from "../../src/platform/ids.ts";
 import { createWebhook } from "../factories/events.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { createUser } from "../factories/users.ts";
@@ -156,24 +157,25 @@ describe("repayments", () => {
     ]);
   });
 
-  it("shows the repayment history in snapshots, across lenders and naming none", async () => {
+  it("shows the repayment history in snapshots, naming no lender; another sandbox partner sees none of it", async () => {
     const d = await disburse("rp-history", 300_000n, [
       [1, 160_000n],
       [3, 160_000n],
     ]);
     const other = await createPartner(t);
-    await t.internal.consents.grantConsent({
-      userId: d.userId,
-      partnerId: other.partnerId,
-      scopes: ["repayment_history"],
-      ledgerWindowDays: 30,
-    });
+    for (const partnerId of [p.partnerId, other.partnerId])
+      await t.internal.consents.grantConsent({
+        userId: d.userId,
+        partnerId,
+        scopes: ["repayment_history"],
+        ledgerWindowDays: 30,
+      });
     clock.set(debitTime(dayOf(1)));
     await t.app.services.repayments.collectDue(t.app.orm.em.fork());
-    const snap = (
-      await rest(t.partnerUrl, "GET", `/partner/v1/users/${d.userId}/snapshot`, { key: other.sandboxKey })
-    ).body;
-    expect(snap.repaymentHistory).toEqual({
+    const snapshot = async (key: string) =>
+      (await rest(t.partnerUrl, "GET", `/partner/v1/users/${d.userId}/snapshot`, { key })).body;
+    const own = await snapshot(p.sandboxKey);
+    expect(own.repaymentHistory).toEqual({
       loansTaken: 1,
       loansRepaid: 0,
       loansActive: 1,
@@ -183,8 +185,86 @@ describe("repayments", () => {
       maxDaysPastDue: 0,
       lastRepaymentAt: debitTime(dayOf(0)).toISOString(),
     });
-    expect(JSON.stringify(snap)).not.toContain(p.partnerId);
-    expect(JSON.stringify(snap)).not.toContain("rp-history");
+    expect(JSON.stringify(own)).not.toContain(p.partnerId);
+    expect(JSON.stringify(own)).not.toContain("rp-history");
+    // Sandbox partners are isolated: one partner's loans are not another's repayment history.
+    expect((await snapshot(other.sandboxKey)).repaymentHistory).toBeUndefined();
+  });
+
+  it("spans every lender in production, from roll-ups kept at settlement (late, missed and cancelled too)", async () => {
+    const u = await createUser(t, { environment: "production" });
+    const lenders = [await createPartner(t), await createPartner(t)];
+    const em = t.app.orm.em.fork();
+    const day = (n: number) => dayOf(n);
+    // Lender 0: repaid, the second installment 2 days late. Lender 1: one collected on time, one 5 days
+    // overdue and still owed, one cancelled past due, one not yet due.
+    const loans: [number, string, [number, string, string | null][]][] = [
+      [
+        0,
+        "DELIVERED",
+        [
+          [-20, "COLLECTED", day(-20)],
+          [-10, "COLLECTED", day(-8)],
+        ],
+      ],
+      [
+        1,
+        "DELIVERED",
+        [
+          [-9, "COLLECTED", day(-9)],
+          [-5, "FAILED", null],
+          [-3, "CANCELLED", null],
+          [4, "SCHEDULED", null],
+        ],
+      ],
+      [1, "FAILED", [[2, "CANCELLED", null]]],
+    ];
+    for (const [lender, status, installments] of loans) {
+      const id = newId("dsb");
+      await sql(
+        em,
+        `insert into disbursements (id, partner_id, environment, user_id, status, principal_kobo, fee_kobo, fee_rate_bps,
+                                    destination, reference, schedule_accepted_at, provider, created_at)
+         values ($1, $2, 'production', $3, $4, 100000, 0, 0, 'WALLET', $1, now(), 'paystack', now())`,
+        [id, lenders[lender]?.partnerId, u.userId, status],
+      );
+      for (const [seq, [due, st, collected]] of installments.entries())
+        await sql(
+          em,
+          `insert into installments (id, disbursement_id, seq, due_date, amount_kobo, status, collected_at)
+           values ($1, $2, $3, $4, 50000, $5, $6)`,
+          [`rpy_${id.slice(4)}_${seq + 1}`, id, seq + 1, day(due), st, collected && `${collected}T12:00:00Z`],
+        );
+    }
+    await em.transactional((tx) =>
+      t.app.services.disbursements.refreshHistory(tx, {
+        userId: u.userId,
+        environment: "production",
+        partnerId: "",
+      }),
+    );
+    const reader = lenders[1] as PartnerFixture;
+    await t.internal.consents.grantConsent({
+      userId: u.userId,
+      partnerId: reader.partnerId,
+      scopes: ["repayment_history"],
+      ledgerWindowDays: 30,
+    });
+    const snap = (
+      await rest(t.partnerUrl, "GET", `/partner/v1/users/${u.userId}/snapshot`, { key: reader.liveKey })
+    ).body;
+    expect(snap.repaymentHistory).toEqual({
+      loansTaken: 2,
+      loansRepaid: 1,
+      loansActive: 1,
+      totalBorrowedKobo: "200000",
+      totalRepaidKobo: "150000",
+      // Due so far: 3 collected, the overdue one and the cancelled one; on time: 2 of them.
+      onTimeRateBps: 4_000,
+      // The overdue installment, 5 days past due and counting.
+      maxDaysPastDue: 5,
+      lastRepaymentAt: `${day(-8)}T12:00:00.000Z`,
+    });
   });
 
   it("keeps the partner's books balanced over random disbursements", async () => {

@@ -4,6 +4,7 @@ import { ConsentEntity } from "../../consent/consent.entity.ts";
 import { ConsentLinkEntity } from "../../consent/consent-link.entity.ts";
 import { DisbursementEntity } from "../../disbursements/disbursement.entity.ts";
 import { InstallmentEntity } from "../../disbursements/installment.entity.ts";
+import { RepaymentDueEntity, RepaymentHistoryEntity } from "../../disbursements/repayment-history.entity.ts";
 import { SandboxDebitEntity } from "../../disbursements/sandbox-debit.entity.ts";
 import { SandboxRefundEntity } from "../../disbursements/sandbox-refund.entity.ts";
 import { SandboxTransferEntity } from "../../disbursements/sandbox-transfer.entity.ts";
@@ -54,6 +55,8 @@ export const entities = [
   KycEntity,
   DisbursementEntity,
   InstallmentEntity,
+  RepaymentHistoryEntity,
+  RepaymentDueEntity,
   BookEntryEntity,
   SandboxDebitEntity,
   SandboxRefundEntity,
