@@ -14,6 +14,7 @@ import { createOrm, migrate, type Orm } from "./platform/db/orm.ts";
 import { type QueueName, type Queues, runJobNow, startBoss } from "./platform/jobs/boss.ts";
 import { createJobs } from "./platform/jobs/jobs.ts";
 import type { Logger } from "./platform/logger.ts";
+import { registerRetentionJobs } from "./retention/retention.jobs.ts";
 import { registerSandboxJobs } from "./sandbox/sandbox.jobs.ts";
 import { createServices, type Services } from "./services.ts";
 import { registerSigningKeyJobs } from "./signing/signing-key.jobs.ts";
@@ -108,6 +109,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     await registerConsentJobs(jobs, services.consents, logger);
     await registerIdempotencyJobs(jobs, services.idempotency);
     await registerPersonJobs(jobs, services.person);
+    await registerRetentionJobs(jobs, services.retention);
     await registerDisbursementJobs(
       jobs,
       services.disbursements,

@@ -1,6 +1,8 @@
 import path from "node:path";
 import type { SmsConfig } from "./person/sms.ts";
+import { ms } from "./platform/clock.ts";
 import type { LogLevel } from "./platform/logger.ts";
+import { retrySchedule } from "./webhooks/schedule.ts";
 
 /** Which parts of the service this process runs (ARCHITECTURE.md "Processes and listeners"). */
 export type Role = "all" | "api" | "worker";
@@ -82,7 +84,28 @@ export interface Config {
     /** How often a worker looks for overdue deliveries whose wake-up was lost. */
     sweepIntervalMs: number;
   };
+  /** How long finished data is kept before the hourly purge deletes it (docs/operations.md "Retention"). */
+  retention: {
+    /**
+     * RETENTION_DAYS: events and their deliveries after the last delivery's final state, decided or expired
+     * consent links, deleted webhooks. Never less than {@link MIN_RETENTION_DAYS}.
+     */
+    days: number;
+    /**
+     * SANDBOX_RETENTION_DAYS: sandbox disbursements after their final state, with their installments, sandbox
+     * books and the simulator's records. No less than {@link MIN_RETENTION_DAYS} either.
+     */
+    sandboxDays: number;
+    /** RETENTION_BATCH_SIZE: rows one purge statement deletes at most (each batch is its own transaction). */
+    batchSize: number;
+  };
 }
+
+/**
+ * The shortest retention allowed: one day more than the webhook retry window (CONTRACT.md §5, 14 days after a
+ * delivery is created, replays included), so nothing a retry or a replay may still need is ever purged.
+ */
+export const MIN_RETENTION_DAYS = retrySchedule.windowMs / ms.day + 1;
 
 /** Files the embedded default keeps in DATA_DIR. */
 export const dataFiles = {
@@ -134,6 +157,29 @@ function bucket(env: Env, name: string, fallback: BucketSpec): BucketSpec {
     throw new ConfigError(`${name} must look like CAPACITY:REFILL_PER_SECOND (e.g. 500:100), got "${raw}"`);
   }
   return { capacity, refillPerSecond };
+}
+
+/**
+ * RETENTION_DAYS (whole days, at most 3650): refused below {@link MIN_RETENTION_DAYS}, with the reason, since a
+ * shorter retention would purge what a webhook retry or replay may still need.
+ */
+function retentionDays(env: Env, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const days = Number(raw);
+  if (!Number.isInteger(days) || days > 3650) {
+    throw new ConfigError(
+      `${name} must be a whole number of days from ${MIN_RETENTION_DAYS} to 3650, got "${raw}"`,
+    );
+  }
+  if (days < MIN_RETENTION_DAYS) {
+    throw new ConfigError(
+      `${name} must be at least ${MIN_RETENTION_DAYS} days, got "${raw}": webhook deliveries are retried and ` +
+        `replayed for ${MIN_RETENTION_DAYS - 1} days after they are created, and a shorter retention would ` +
+        "purge events and deliveries still inside that window",
+    );
+  }
+  return days;
 }
 
 /** Decodes MASTER_KEY: 32 bytes as 64 hex digits or base64. */
@@ -259,6 +305,11 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       connectTimeoutMs: int(env, "WEBHOOK_CONNECT_TIMEOUT_MS", 5_000, 100, 60_000),
       timeoutMs: int(env, "WEBHOOK_TIMEOUT_MS", 30_000, 100, 120_000),
       sweepIntervalMs: int(env, "WEBHOOK_SWEEP_INTERVAL_MS", 10_000, 100, 3_600_000),
+    },
+    retention: {
+      days: retentionDays(env, "RETENTION_DAYS", 30),
+      sandboxDays: int(env, "SANDBOX_RETENTION_DAYS", 90, MIN_RETENTION_DAYS, 3650),
+      batchSize: int(env, "RETENTION_BATCH_SIZE", 500, 1, 5_000),
     },
   });
 }

@@ -4,7 +4,12 @@ import type { Config } from "./config.ts";
 import { consentFlow } from "./consent/consent.page.ts";
 import { createConsentService } from "./consent/consent.service.ts";
 import { createConsentLinkService } from "./consent/consent-link.service.ts";
+import { consentLinksPurge } from "./consent/consent-retention.repository.ts";
 import { createDisbursementService } from "./disbursements/disbursement.service.ts";
+import {
+  sandboxDisbursementsPurge,
+  sandboxSimulatorOrphansPurge,
+} from "./disbursements/disbursement-retention.repository.ts";
 import { mandateFlow } from "./disbursements/mandate.page.ts";
 import { createMandateService } from "./disbursements/mandate.service.ts";
 import { createPaystackProvider } from "./disbursements/paystack.ts";
@@ -14,6 +19,7 @@ import { createRefundService } from "./disbursements/refund.service.ts";
 import { createRepaymentService } from "./disbursements/repayment.service.ts";
 import { createIdempotencyService } from "./idempotency/idempotency.service.ts";
 import { createLedgerService } from "./ledger/ledger.service.ts";
+import { sandboxLedgerLinesPurge } from "./ledger/ledger-retention.repository.ts";
 import { createPartnerService } from "./partners/partner.service.ts";
 import { createHostedPages } from "./person/hosted-page.ts";
 import { createPersonService } from "./person/person.service.ts";
@@ -29,6 +35,7 @@ import { createMetrics } from "./platform/metrics.ts";
 import { registerDatabaseGauges } from "./platform/metrics-gauges.ts";
 import { ADDRESS_LIMITS, createAddressGuard } from "./ratelimit/address-guard.ts";
 import { createRateLimiter } from "./ratelimit/rate-limiter.ts";
+import { createRetentionService } from "./retention/retention.service.ts";
 import { createSandboxFixtures } from "./sandbox/fixtures.ts";
 import { createSandboxService } from "./sandbox/sandbox.service.ts";
 import { createSigningKeyService } from "./signing/signing-key.service.ts";
@@ -42,6 +49,7 @@ import { type Resolver, systemResolver } from "./webhooks/destination.ts";
 import { createOutbox } from "./webhooks/outbox.ts";
 import { createSender } from "./webhooks/sender.ts";
 import { createWebhookService } from "./webhooks/webhook.service.ts";
+import { webhookPurges } from "./webhooks/webhook-retention.repository.ts";
 
 /** What every service is built from. */
 export interface ServiceDeps {
@@ -108,6 +116,7 @@ export function createServices(deps: ServiceDeps) {
     ? createPaystackProvider({ config: config.paymentProvider, instruments, logger })
     : undefined;
   const books = createBooksService();
+  const idempotency = createIdempotencyService({ clock, box });
   const mandates = createMandateService({
     clock,
     box,
@@ -168,6 +177,8 @@ export function createServices(deps: ServiceDeps) {
       disbursements,
       mandates,
       repayments,
+      ledger,
+      idempotency,
     }),
     fixtures: createSandboxFixtures({
       now: () => clock.now(),
@@ -202,12 +213,26 @@ export function createServices(deps: ServiceDeps) {
     signingKeys,
     rateLimiter: createRateLimiter({ limits: config.rateLimits }),
     addressGuard: createAddressGuard(ADDRESS_LIMITS),
-    idempotency: createIdempotencyService({ clock, box }),
+    idempotency,
     outbox,
     sender,
     webhooks: createWebhookService({ clock, box, outbox, destinations }),
     deliveries: createDeliveriesService({ clock }),
     metrics,
+    retention: createRetentionService({
+      clock,
+      retention: config.retention,
+      metrics,
+      logger,
+      // Deleted webhooks before events (an event left without deliveries goes in the same run).
+      steps: [
+        ...webhookPurges,
+        consentLinksPurge,
+        sandboxDisbursementsPurge(books),
+        sandboxSimulatorOrphansPurge,
+        sandboxLedgerLinesPurge,
+      ],
+    }),
     deliveryWorker: createDeliveryWorker({
       clock,
       box,

@@ -54,7 +54,15 @@ export const BookEntryEntity = defineEntity({
         "create unique index book_entries_once on book_entries (disbursement_id, kind, coalesce(installment_id, ''))",
     },
   ],
-  indexes: [{ name: "book_entries_by_owner", properties: ["partnerId", "environment", "bookedAt"] }],
+  indexes: [
+    { name: "book_entries_by_owner", properties: ["partnerId", "environment", "bookedAt"] },
+    // The reference check of `installment_id` when the retention purge deletes a sandbox installment.
+    {
+      name: "book_entries_by_installment",
+      properties: ["installmentId"],
+      where: "installment_id is not null",
+    },
+  ],
 });
 
 /** A book entry row. */

@@ -8,6 +8,16 @@ export type BookKind = BookEntry["kind"];
 
 /** The books feature's table (book_entries): the only code that reads or writes it. */
 export const booksRepository = {
+  /** Deletes a partner's sandbox books entries (the sandbox reset). */
+  async deletePartnerSandbox(tx: Em, partnerId: string): Promise<number> {
+    const rows = await sql(
+      tx,
+      "delete from book_entries where partner_id = $1 and environment = 'sandbox' returning id",
+      [partnerId],
+    );
+    return rows.length;
+  },
+
   /** Writes entries for one disbursement of a tenant (and one installment, for a repayment), in one statement. */
   async insert(
     em: Em,
@@ -32,6 +42,22 @@ export const booksRepository = {
         at,
       ],
     );
+  },
+
+  /**
+   * Deletes the sandbox entries of these disbursements (the retention of sandbox loans); production entries
+   * are never deleted, whatever ids are given. Returns how many.
+   */
+  async deleteSandboxOfLoans(tx: Em, disbursementIds: string[]): Promise<number> {
+    if (disbursementIds.length === 0) return 0;
+    const [row] = await sql<{ n: number }>(
+      tx,
+      `with gone as (delete from book_entries
+                      where disbursement_id = any($1::text[]) and environment = 'sandbox' returning 1)
+       select count(*)::int as n from gone`,
+      [disbursementIds],
+    );
+    return row?.n ?? 0;
   },
 
   /** `em`'s tenant's entries booked in [from, to) (either end open), in booking order. */

@@ -25,6 +25,11 @@ const isDay = isCalendarDate;
  */
 export function createBooksService() {
   return {
+    /** Deletes a partner's sandbox books entries (the sandbox reset), in the caller's transaction. */
+    deleteSandbox(tx: Em, partnerId: string): Promise<number> {
+      return repo.deletePartnerSandbox(tx, partnerId);
+    },
+
     /** Books entries for a disbursement (and one of its installments), in the caller's transaction. */
     record(
       tx: Em,
@@ -34,6 +39,14 @@ export function createBooksService() {
       entries: [BookKind, bigint][],
     ): Promise<void> {
       return repo.insert(tx, tenant, ref.disbursementId, ref.installmentId ?? null, entries, at);
+    },
+
+    /**
+     * Forgets the sandbox entries of sandbox disbursements being purged (SANDBOX_RETENTION_DAYS), in the
+     * purge's transaction. The books of production money are kept forever.
+     */
+    forgetSandboxLoans(tx: Em, disbursementIds: string[]): Promise<number> {
+      return repo.deleteSandboxOfLoans(tx, disbursementIds);
     },
 
     /** The caller's entries between two UTC dates (inclusive, either may be empty), with totals. */

@@ -48,7 +48,14 @@ export const ConsentLinkEntity = defineEntity({
     decidedAt: p.datetime().nullable(),
     createdAt: p.datetime(),
   },
-  indexes: [{ name: "consent_links_by_owner", properties: ["partnerId", "environment", "createdAt"] }],
+  indexes: [
+    { name: "consent_links_by_owner", properties: ["partnerId", "environment", "createdAt"] },
+    // When a link ended (decided, else expired): the retention purge's search.
+    {
+      name: "consent_links_by_end",
+      expression: "create index consent_links_by_end on consent_links ((coalesce(decided_at, expires_at)))",
+    },
+  ],
 });
 
 /** A consent link row. */

@@ -14,6 +14,24 @@ const forUpdate = { lockMode: LockMode.PESSIMISTIC_WRITE } as const;
  * with {@link everyTenant}, on each query.
  */
 export const consentRepository = {
+  /**
+   * Deletes a partner's sandbox consent links and consents (the sandbox reset); returns how many of each.
+   * Links first: they name the consents they granted.
+   */
+  async deleteSandbox(tx: Em, partnerId: string): Promise<{ consents: number; links: number }> {
+    const links = await sql(
+      tx,
+      "delete from consent_links where partner_id = $1 and environment = 'sandbox' returning id",
+      [partnerId],
+    );
+    const consents = await sql(
+      tx,
+      "delete from consents where partner_id = $1 and environment = 'sandbox' returning id",
+      [partnerId],
+    );
+    return { consents: consents.length, links: links.length };
+  },
+
   /** A consent of `em`'s tenant; another tenant's is simply not found. */
   findConsent(em: Em, id: string, lock = false): Promise<Consent | null> {
     return em.findOne(ConsentEntity, { id }, lock ? forUpdate : {});

@@ -141,6 +141,11 @@ export function createConsentService({
   };
 
   return {
+    /** Deletes a partner's sandbox consents and consent links (the sandbox reset), in the caller's transaction. */
+    deleteSandbox(tx: Em, partnerId: string): Promise<{ consents: number; links: number }> {
+      return repo.deleteSandbox(tx, partnerId);
+    },
+
     /**
      * Writes a consent and raises `consent.granted`, in the caller's transaction if there is one. The
      * user's previous ACTIVE consent for the partner is superseded (REVOKED by SYSTEM, `supersededBy` set).

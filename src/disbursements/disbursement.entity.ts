@@ -104,6 +104,8 @@ export const DisbursementEntity = defineEntity({
       properties: ["acceptanceExpiresAt"],
       where: "status = 'AWAITING_ACCEPTANCE'",
     },
+    // Sandbox disbursements by age, for the retention purge (production ones are never purged).
+    { name: "disbursements_sandbox_by_age", properties: ["createdAt"], where: "environment = 'sandbox'" },
   ],
 });
 

@@ -521,6 +521,55 @@ export const disbursementRepository = {
     );
   },
 
+  /**
+   * Locks a partner's sandbox disbursements and their installments for the sandbox reset (so no payout, debit
+   * or refund can be claimed meanwhile), and says whether one of them is at the payment provider now.
+   */
+  async lockSandbox(tx: Em, partnerId: string): Promise<{ busy: boolean }> {
+    await sql(
+      tx,
+      "select id from disbursements where partner_id = $1 and environment = 'sandbox' order by id for update",
+      [partnerId],
+    );
+    await sql(
+      tx,
+      `select i.id from installments i join disbursements d on d.id = i.disbursement_id
+        where d.partner_id = $1 and d.environment = 'sandbox' order by i.id for update of i`,
+      [partnerId],
+    );
+    const [row] = await sql<{ busy: boolean }>(
+      tx,
+      `select exists (select 1 from disbursements where partner_id = $1 and environment = 'sandbox'
+                                                     and status in ('PENDING', 'PROCESSING'))
+           or exists (select 1 from installments i join disbursements d on d.id = i.disbursement_id
+                       where d.partner_id = $1 and d.environment = 'sandbox'
+                         and (i.pending_reference is not null or i.refund_status = 'PENDING')) as busy`,
+      [partnerId],
+    );
+    return { busy: row?.busy === true };
+  },
+
+  /**
+   * Deletes a partner's sandbox disbursements (locked by {@link lockSandbox}, their books entries gone first),
+   * their installments and the repayment history their loans made; returns how many there were.
+   */
+  async deleteSandbox(tx: Em, partnerId: string): Promise<number> {
+    await sql(
+      tx,
+      `delete from installments i using disbursements d
+        where d.id = i.disbursement_id and d.partner_id = $1 and d.environment = 'sandbox'`,
+      [partnerId],
+    );
+    const deleted = await sql(
+      tx,
+      "delete from disbursements where partner_id = $1 and environment = 'sandbox' returning id",
+      [partnerId],
+    );
+    await sql(tx, "delete from repayment_histories where lender_scope = $1", [partnerId]);
+    await sql(tx, "delete from repayment_dues where lender_scope = $1", [partnerId]);
+    return deleted.length;
+  },
+
   /** Writes a past loan (sandbox fixtures) as it ended; nothing when its id exists already. */
   async insertPastLoan(tx: Em, loan: PastLoan): Promise<void> {
     const [inserted] = await sql<{ id: string }>(

@@ -1,6 +1,10 @@
 import type { BookKind, BooksService } from "../books/books.service.ts";
 import type { ConsentService } from "../consent/consent.service.ts";
-import type { LendingTerms, PartnerService } from "../partners/partner.service.ts";
+import {
+  type LendingTerms,
+  MAX_TENOR_DAYS_CEILING,
+  type PartnerService,
+} from "../partners/partner.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { addDays, isCalendarDate, lagosDay } from "../platform/dates.ts";
 import type { Em } from "../platform/db/orm.ts";
@@ -111,8 +115,9 @@ export function createDisbursementService(o: {
       problems.acceptanceExpiresInHours = "must be 1 to 168 (hours)";
     }
     const today = lagosDay(now);
-    // Without the partner's terms (the check before any query), only the request's own shape.
-    const lastAllowed = terms ? addDays(today, terms.maxTenorDays) : "9999-12-31";
+    // Without the partner's terms (the check before any query), the longest tenor any partner may have.
+    const tenorDays = terms?.maxTenorDays ?? MAX_TENOR_DAYS_CEILING;
+    const lastAllowed = addDays(today, tenorDays);
     if (input.installments.length < 1 || input.installments.length > 60)
       problems.repaymentSchedule = "must have 1 to 60 installments";
     let previous = today;
@@ -129,7 +134,7 @@ export function createDisbursementService(o: {
             : "must be after the previous installment";
       else if (inst.dueDate > lastAllowed)
         problems[`${at}.dueDate`] =
-          `must be on or before ${lastAllowed}, ${terms?.maxTenorDays ?? 365} days from today (the partner's tenor)`;
+          `must be on or before ${lastAllowed}, ${tenorDays} days from today (${terms ? "the partner's tenor" : "the longest tenor allowed"})`;
       else previous = inst.dueDate;
       if (inst.amountKobo <= 0n) problems[`${at}.amountKobo`] = "must be positive";
       else total += inst.amountKobo;
@@ -390,6 +395,17 @@ export function createDisbursementService(o: {
         }
       }
       return stuck.length;
+    },
+
+    /**
+     * Deletes a partner's sandbox disbursements with their repayments, books entries and repayment history
+     * (the sandbox reset), in the caller's transaction; false, deleting nothing, while a payout, debit or
+     * refund of theirs is at the payment provider.
+     */
+    async deleteSandbox(tx: Em, partnerId: string): Promise<number | false> {
+      if ((await repo.lockSandbox(tx, partnerId)).busy) return false;
+      await o.books.deleteSandbox(tx, partnerId);
+      return repo.deleteSandbox(tx, partnerId);
     },
 
     /** Recomputes a user's repayment history roll-ups in the lender scope of a loan of theirs. */

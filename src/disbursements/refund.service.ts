@@ -7,6 +7,7 @@ import { failpoint } from "../platform/failpoints.ts";
 import type { Jobs } from "../platform/jobs/jobs.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Environment } from "../platform/tenancy.ts";
+import { lenderScope } from "./disbursement.repository.ts";
 import type { DisbursementService } from "./disbursement.service.ts";
 import type { RefundOutcome } from "./provider.ts";
 import { refundRepository as repo } from "./refund.repository.ts";
@@ -129,6 +130,7 @@ export function createRefundService(o: {
             counterpartyId: `lender:${r.partnerId}`,
             channel: "other",
             occurredAt: at,
+            scope: lenderScope(r),
           },
         ]);
         return "REFUNDED";

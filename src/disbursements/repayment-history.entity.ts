@@ -35,6 +35,9 @@ export const RepaymentHistoryEntity = defineEntity({
     maxDaysLateCollected: p.integer().default(0),
     lastRepaymentAt: p.datetime().nullable(),
   },
+  indexes: [
+    { name: "repayment_histories_by_scope", properties: ["lenderScope"], where: "lender_scope <> ''" },
+  ],
 });
 
 /** A repayment history roll-up row. */
@@ -62,6 +65,7 @@ export const RepaymentDueEntity = defineEntity({
     /** Of those, the ones still owed (not cancelled). */
     openCount: p.integer(),
   },
+  indexes: [{ name: "repayment_dues_by_scope", properties: ["lenderScope"], where: "lender_scope <> ''" }],
 });
 
 /** A repayment dues roll-up row. */

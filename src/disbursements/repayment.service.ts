@@ -120,6 +120,7 @@ export function createRepaymentService(o: {
               counterpartyId: `lender:${d.partnerId}`,
               channel: "other",
               occurredAt: at,
+              scope: lenderScope(d),
             },
           ]);
           await o.books.record(tx, d, at, { disbursementId: d.id, installmentId: i.id }, [

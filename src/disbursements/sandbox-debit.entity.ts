@@ -11,6 +11,8 @@ export const SandboxDebitEntity = defineEntity({
     failureReason: p.text().nullable(),
     createdAt: p.datetime(),
   },
+  // The retention purge finds records left without their loan by age.
+  indexes: [{ name: "sandbox_debits_by_age", properties: ["createdAt"] }],
 });
 
 /** A sandbox debit row. */

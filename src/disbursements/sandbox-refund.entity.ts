@@ -16,6 +16,8 @@ export const SandboxRefundEntity = defineEntity({
     failureReason: p.text().nullable(),
     createdAt: p.datetime(),
   },
+  // The retention purge finds records left without their loan by age.
+  indexes: [{ name: "sandbox_refunds_by_age", properties: ["createdAt"] }],
   uniques: [{ name: "sandbox_refunds_charge_reference_key", properties: ["chargeReference"] }],
 });
 

@@ -15,6 +15,8 @@ export const SandboxTransferEntity = defineEntity({
     failureReason: p.text().nullable(),
     createdAt: p.datetime(),
   },
+  // The retention purge finds records left without their loan by age.
+  indexes: [{ name: "sandbox_transfers_by_age", properties: ["createdAt"] }],
 });
 
 /** A sandbox transfer row. */

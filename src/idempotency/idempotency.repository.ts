@@ -8,6 +8,16 @@ export type Stored = Pick<IdempotencyKey, "method" | "requestHash" | "response" 
 
 /** The idempotency feature's table (idempotency_keys): the only code that reads or writes it. */
 export const idempotencyRepository = {
+  /** Deletes a partner's sandbox idempotency records (the sandbox reset: what they answered is gone). */
+  async deleteSandbox(tx: Em, partnerId: string): Promise<number> {
+    const rows = await sql(
+      tx,
+      "delete from idempotency_keys where partner_id = $1 and environment = 'sandbox' returning key",
+      [partnerId],
+    );
+    return rows.length;
+  },
+
   /**
    * Takes a transaction-scoped advisory lock on a key of `em`'s tenant without waiting: false when another
    * request with the same key holds it.

@@ -44,6 +44,11 @@ export function createIdempotencyService({ clock, box }: { clock: Clock; box: Se
   const aad = (scope: IdempotencyScope, key: string) =>
     idempotencyAad(scope.partnerId, scope.environment, key);
   return {
+    /** Deletes a partner's sandbox idempotency records (the sandbox reset), in the caller's transaction. */
+    deleteSandbox(tx: Em, partnerId: string): Promise<number> {
+      return repo.deleteSandbox(tx, partnerId);
+    },
+
     /** Checks a key's form: 1 to 255 visible ASCII characters. */
     validateKey(key: string): void {
       if (!KEY_SHAPE.test(key)) {

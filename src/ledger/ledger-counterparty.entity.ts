@@ -19,11 +19,16 @@ export const LedgerCounterpartyEntity = defineEntity({
     direction: p.enum(["IN", "OUT"] as const).primary(),
     /** HMAC-SHA-256 of `userId:counterpartyId` under the `counterparty-hash` data key. */
     counterpartyHash: p.type("bytea").primary(),
+    /** As in `ledger_daily`. */
+    scope: p.text().primary().default(""),
     /** UTC days, `YYYY-MM-DD`. */
     firstDay: p.date(),
     lastDay: p.date(),
   },
-  indexes: [{ name: "ledger_counterparties_recent", properties: ["userId", "direction", "lastDay"] }],
+  indexes: [
+    { name: "ledger_counterparties_by_scope", properties: ["scope"], where: "scope <> ''" },
+    { name: "ledger_counterparties_recent", properties: ["userId", "direction", "lastDay"] },
+  ],
 });
 
 /** A ledger counterparty row. */

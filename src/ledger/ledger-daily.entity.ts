@@ -18,11 +18,14 @@ export const LedgerDailyEntity = defineEntity({
         .foreignKeyName("ledger_daily_user_id_fkey"),
     /** The UTC day, `YYYY-MM-DD`. */
     day: p.date().primary(),
+    /** `''`: the platform's own ledger. In sandbox, a partner's id: lines its collections and refunds wrote. */
+    scope: p.text().primary().default(""),
     inflowKobo: p.bigint().defaultRaw("0"),
     inflowCount: p.integer().default(0),
     outflowKobo: p.bigint().defaultRaw("0"),
     outflowCount: p.integer().default(0),
   },
+  indexes: [{ name: "ledger_daily_by_scope", properties: ["scope"], where: "scope <> ''" }],
 });
 
 /** A daily ledger roll-up row. */

@@ -23,9 +23,17 @@ export const LedgerEntryEntity = defineEntity({
     occurredAt: p.datetime(),
     /** The UTC day of `occurredAt`, `YYYY-MM-DD`. */
     day: p.date(),
+    /**
+     * `''`: the platform's own ledger. In sandbox, the id of the partner whose collection or refund wrote it, so
+     * only that partner's snapshots count it (each sandbox partner has its own copy of the sandbox users).
+     */
+    scope: p.text().default(""),
   },
   checks: [{ name: "ledger_entries_amount_kobo_check", expression: "amount_kobo > 0" }],
-  indexes: [{ name: "ledger_entries_by_user_day", properties: ["userId", "day"] }],
+  indexes: [
+    { name: "ledger_entries_by_scope", properties: ["scope"], where: "scope <> ''" },
+    { name: "ledger_entries_by_user_day", properties: ["userId", "day"] },
+  ],
 });
 
 /** A ledger entry row. */

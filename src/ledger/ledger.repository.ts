@@ -8,12 +8,25 @@ export interface LedgerEntryToStore {
   amountKobo: bigint;
   direction: "IN" | "OUT";
   counterpartyHash: Buffer;
+  scope?: string;
   channel: string;
   occurredAt: Date;
 }
 
 /** The ledger feature's tables (ledger_entries, ledger_daily, ledger_counterparties): the only code that writes them. */
 export const ledgerRepository = {
+  /**
+   * Deletes the ledger lines a sandbox partner's collections and refunds wrote (its scope), with their
+   * roll-ups: the sandbox reset. The platform's own lines (scope `''`) are untouched.
+   */
+  async deleteScope(tx: Em, scope: string): Promise<number> {
+    if (scope === "") throw new Error("the platform's own ledger is never deleted");
+    await sql(tx, "delete from ledger_daily where scope = $1", [scope]);
+    await sql(tx, "delete from ledger_counterparties where scope = $1", [scope]);
+    const rows = await sql(tx, "delete from ledger_entries where scope = $1 returning id", [scope]);
+    return rows.length;
+  },
+
   /**
    * One statement per batch (it earns raw SQL: thousands of rows, three tables): inserts the new entries
    * (idempotent by the platform's id) and folds exactly those into the daily roll-ups and the counterparty
@@ -28,43 +41,46 @@ export const ledgerRepository = {
       entries.map((e) => e.counterpartyHash),
       entries.map((e) => e.channel),
       entries.map((e) => e.occurredAt),
+      entries.map((e) => e.scope ?? ""),
     ]);
     return row?.inserted ?? 0;
   },
 };
 
 const STATEMENT = `with input as (
-           select * from unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bytea[], $6::text[], $7::timestamptz[])
-             as t (id, user_id, amount_kobo, direction, counterparty_hash, channel, occurred_at)
+           select * from unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bytea[], $6::text[], $7::timestamptz[],
+                                $8::text[])
+             as t (id, user_id, amount_kobo, direction, counterparty_hash, channel, occurred_at, scope)
          ),
          ins as (
-           insert into ledger_entries (id, user_id, amount_kobo, direction, counterparty_hash, channel, occurred_at, day)
-           select id, user_id, amount_kobo, direction, counterparty_hash, channel, occurred_at, (occurred_at at time zone 'UTC')::date
+           insert into ledger_entries (id, user_id, amount_kobo, direction, counterparty_hash, channel, occurred_at, day, scope)
+           select id, user_id, amount_kobo, direction, counterparty_hash, channel, occurred_at, (occurred_at at time zone 'UTC')::date, scope
              from input
            on conflict (id) do nothing
-           returning user_id, amount_kobo, direction, counterparty_hash, day
+           returning user_id, amount_kobo, direction, counterparty_hash, day, scope
          ),
          daily as (
-           insert into ledger_daily as d (user_id, day, inflow_kobo, inflow_count, outflow_kobo, outflow_count)
-           select user_id, day,
+           insert into ledger_daily as d (user_id, day, scope, inflow_kobo, inflow_count, outflow_kobo, outflow_count)
+           select user_id, day, scope,
                   coalesce(sum(amount_kobo) filter (where direction = 'IN'), 0),
                   count(*) filter (where direction = 'IN'),
                   coalesce(sum(amount_kobo) filter (where direction = 'OUT'), 0),
                   count(*) filter (where direction = 'OUT')
-             from ins group by user_id, day
+             from ins group by user_id, day, scope
             -- The same order in every batch, so concurrent batches lock shared rows in the same order.
-            order by user_id, day
-           on conflict (user_id, day) do update
+            order by user_id, day, scope
+           on conflict (user_id, day, scope) do update
              set inflow_kobo = d.inflow_kobo + excluded.inflow_kobo,
                  inflow_count = d.inflow_count + excluded.inflow_count,
                  outflow_kobo = d.outflow_kobo + excluded.outflow_kobo,
                  outflow_count = d.outflow_count + excluded.outflow_count
          ),
          parties as (
-           insert into ledger_counterparties as c (user_id, direction, counterparty_hash, first_day, last_day)
-           select user_id, direction, counterparty_hash, min(day), max(day) from ins group by user_id, direction, counterparty_hash
-            order by user_id, direction, counterparty_hash
-           on conflict (user_id, direction, counterparty_hash) do update
+           insert into ledger_counterparties as c (user_id, direction, counterparty_hash, scope, first_day, last_day)
+           select user_id, direction, counterparty_hash, scope, min(day), max(day) from ins
+            group by user_id, direction, counterparty_hash, scope
+            order by user_id, direction, counterparty_hash, scope
+           on conflict (user_id, direction, counterparty_hash, scope) do update
              set first_day = least(c.first_day, excluded.first_day), last_day = greatest(c.last_day, excluded.last_day)
          )
          select count(*)::int as inserted from ins`;

@@ -15,6 +15,11 @@ export interface LedgerEntryInput {
   counterpartyId: string;
   channel: string;
   occurredAt: Date;
+  /**
+   * Whose copy of the user the line belongs to: unset (`''`) for the platform's own ledger; in sandbox, the
+   * partner whose collection or refund wrote it, so only that partner's snapshots count it.
+   */
+  scope?: string;
 }
 
 /** The channels the platform reports. */
@@ -46,6 +51,14 @@ export function createLedgerService({
   users: UserService;
 }) {
   return {
+    /**
+     * Deletes the ledger lines a sandbox partner's collections and refunds wrote on the sandbox users (the
+     * sandbox reset), in the caller's transaction.
+     */
+    deleteSandboxLines(tx: Em, partnerId: string): Promise<number> {
+      return ledgerRepository.deleteScope(tx, partnerId);
+    },
+
     /** Ingests a batch on `em`, inside its transaction when it has one (a repayment writes its entry with its booking). */
     async ingest(em: Em, entries: LedgerEntryInput[]): Promise<{ inserted: number; duplicates: number }> {
       if (entries.length === 0) return { inserted: 0, duplicates: 0 };

@@ -18,6 +18,13 @@ export interface LendingTerms {
 /** The caps a partner has until the operator sets its own. */
 export const DEFAULT_TERMS = { maxCostBps: 5_000, maxTenorDays: 365 } as const;
 
+/**
+ * The longest tenor any partner may be given: five years. A debit job is queued at acceptance for each
+ * installment's due date, so this also bounds how far ahead any job is scheduled (never year 9999). The
+ * database holds it too (`partners_max_tenor_days_check`).
+ */
+export const MAX_TENOR_DAYS_CEILING = 1825;
+
 /** Options for {@link createPartnerService}. */
 export interface PartnerServiceOptions {
   clock: Clock;
@@ -76,8 +83,8 @@ export function createPartnerService({ clock }: PartnerServiceOptions) {
       const problems: Record<string, string> = {};
       if (!Number.isInteger(maxCostBps) || maxCostBps < 0 || maxCostBps > 100_000)
         problems.maxCostBps = "must be an integer from 0 to 100000 basis points";
-      if (!Number.isInteger(maxTenorDays) || maxTenorDays < 1 || maxTenorDays > 1825)
-        problems.maxTenorDays = "must be an integer from 1 to 1825 days";
+      if (!Number.isInteger(maxTenorDays) || maxTenorDays < 1 || maxTenorDays > MAX_TENOR_DAYS_CEILING)
+        problems.maxTenorDays = `must be an integer from 1 to ${MAX_TENOR_DAYS_CEILING} days`;
       if (Object.keys(problems).length) throw validationFailed(problems);
       const partner = isId("ptn", partnerId) ? await repo.find(em, partnerId) : null;
       if (!partner) throw new ApiError("not_found", `No partner ${partnerId}.`);

@@ -215,6 +215,10 @@ export function createMetrics() {
     "debits_total",
     "Repayment debit outcomes recorded by this process, by environment and outcome (collected, failed, retrying).",
   );
+  const retentionPurged = new Counter(
+    "retention_purged_rows_total",
+    "Rows deleted by the retention purge, by table (a fixed set: the tables the purge deletes from).",
+  );
   const gauges: Gauge[] = [];
   const all: Metric[] = [
     http,
@@ -224,6 +228,7 @@ export function createMetrics() {
     webhookFirstAttemptDelay,
     payouts,
     debits,
+    retentionPurged,
   ];
   return {
     http,
@@ -233,6 +238,7 @@ export function createMetrics() {
     webhookFirstAttemptDelay,
     payouts,
     debits,
+    retentionPurged,
     /** Adds a gauge read at scrape time. */
     gauge(name: string, help: string, read: Gauge["read"]): void {
       gauges.push(new Gauge(name, help, read));

@@ -70,6 +70,9 @@ export function createSandboxHandlers(
       await sandbox.reverseDisbursement(em, caller, req.id);
       return { disbursement: await disbursement(em, req.id) };
     },
+    async resetSandbox(_req, ctx) {
+      return sandbox.reset(emOf(ctx.values), callerOf(ctx.values));
+    },
     async collectRepayment(req, ctx) {
       const outcome =
         req.outcome === CollectRepaymentRequest_Outcome.SUCCESS

@@ -3,16 +3,27 @@ import type { ConsentLinkService, LinkView } from "../consent/consent-link.servi
 import type { DisbursementService, Installment } from "../disbursements/disbursement.service.ts";
 import type { MandateService } from "../disbursements/mandate.service.ts";
 import type { RepaymentService } from "../disbursements/repayment.service.ts";
+import type { IdempotencyService } from "../idempotency/idempotency.service.ts";
+import type { LedgerService } from "../ledger/ledger.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import type { Caller } from "../platform/tenancy.ts";
 import type { StandingService } from "../standing/standing.service.ts";
-import { tiers } from "../standing/standing.service.ts";
+import { type Tier, tiers } from "../standing/standing.service.ts";
 import type { UserService } from "../users/user.service.ts";
 
 /** `rpy_` + the disbursement's ULID + `_` + the installment's place in the schedule. */
 const REPAYMENT_ID = /^rpy_[0-9A-HJKMNP-TV-Z]{26}_\d{1,2}$/;
+
+/** What a sandbox reset removed. */
+export interface SandboxReset {
+  consents: number;
+  consentLinks: number;
+  disbursements: number;
+  standings: number;
+  ledgerEntries: number;
+}
 
 /** What {@link createSandboxService} returns. */
 export type SandboxService = ReturnType<typeof createSandboxService>;
@@ -31,6 +42,8 @@ export function createSandboxService(o: {
   disbursements: DisbursementService;
   mandates: MandateService;
   repayments: RepaymentService;
+  ledger: LedgerService;
+  idempotency: IdempotencyService;
 }) {
   const sandboxOnly = (caller: Caller) => {
     if (caller.environment !== "sandbox") throw new ApiError("sandbox_only");
@@ -70,8 +83,38 @@ export function createSandboxService(o: {
         throw new ApiError("not_found", `No sandbox user ${userId}.`);
       if (!(tiers as readonly string[]).includes(tier))
         throw validationFailed({ tier: `must be one of ${tiers.join(", ")}` });
-      const { tierChanged } = await o.standing.rescore(em, userId, tier, score);
+      const { tierChanged } = await o.standing.rescoreInSandbox(
+        em,
+        caller.partnerId,
+        userId,
+        tier as Tier,
+        score,
+      );
       return { tier, score, tierChanged };
+    },
+
+    /**
+     * Restores the caller's sandbox to its first day (CONTRACT.md §7), in one transaction: its copy of the
+     * sandbox users as documented (re-scores forgotten, the ledger lines and repayment history its loans wrote
+     * removed), its consents, links, disbursements, books and idempotency records deleted. Keys, webhooks and
+     * deliveries stay; no other partner is touched. 409 while something of its is at the payment provider.
+     */
+    async reset(em: Em, caller: Caller): Promise<SandboxReset> {
+      sandboxOnly(caller);
+      const partnerId = caller.partnerId;
+      return em.transactional(async (tx) => {
+        const disbursements = await o.disbursements.deleteSandbox(tx, partnerId);
+        if (disbursements === false)
+          throw new ApiError(
+            "conflict",
+            "A payout, debit or refund of yours is at the payment provider: reset once it has settled.",
+          );
+        const ledgerEntries = await o.ledger.deleteSandboxLines(tx, partnerId);
+        const { consents, links } = await o.consents.deleteSandbox(tx, partnerId);
+        const standings = await o.standing.resetSandbox(tx, partnerId);
+        await o.idempotency.deleteSandbox(tx, partnerId);
+        return { consents, consentLinks: links, disbursements, standings, ledgerEntries };
+      });
     },
 
     /** The person accepts or declines a disbursement's repayment mandate. */

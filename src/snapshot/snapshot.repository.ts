@@ -70,24 +70,34 @@ w as (select ($5::date - (coalesce($4::int, (select ledger_window_days from c), 
 select
   (select row_to_json(c) from c) as consent,
   (select segment from users where id = $3 and environment = $2) as segment,
-  (select json_build_object('tier', tier, 'score', score, 'score_version', score_version,
-          'standing_signals', standing_signals, 'work_signals', work_signals) from standings where user_id = $3) as standing,
+  (select json_build_object('tier', coalesce(o.tier, s.tier), 'score', coalesce(o.score, s.score),
+          'score_version', coalesce(s.score_version, 'sandbox'), 'standing_signals', coalesce(s.standing_signals, '{}'),
+          'work_signals', coalesce(s.work_signals, '{}'))
+     from (select 1) one
+     left join standings s on s.user_id = $3
+     left join sandbox_standings o on $2 = 'sandbox' and o.partner_id = $1 and o.user_id = $3
+    where s.user_id is not null or o.user_id is not null) as standing,
   (select row_to_json(k) from kyc k where user_id = $3) as kyc,
   (select json_build_object(
       'in_kobo', coalesce(sum(inflow_kobo), 0)::text, 'in_count', coalesce(sum(inflow_count), 0),
       'out_kobo', coalesce(sum(outflow_kobo), 0)::text, 'out_count', coalesce(sum(outflow_count), 0),
-      'in_parties', (select count(*) from ledger_counterparties, w
-                      where user_id = $3 and direction = 'IN' and last_day >= w.from_day),
-      'out_parties', (select count(*) from ledger_counterparties, w
-                       where user_id = $3 and direction = 'OUT' and last_day >= w.from_day),
-      'senders_30d', (select count(*) from ledger_counterparties
-                       where user_id = $3 and direction = 'IN' and last_day >= $5::date - 29))
+      'in_parties', (select count(*) from ledger_counterparties, w where user_id = $3 and direction = 'IN'
+                        and last_day >= w.from_day and scope = any($7::text[])),
+      'out_parties', (select count(*) from ledger_counterparties, w where user_id = $3 and direction = 'OUT'
+                        and last_day >= w.from_day and scope = any($7::text[])),
+      'senders_30d', (select count(*) from ledger_counterparties where user_id = $3 and direction = 'IN'
+                        and last_day >= $5::date - 29 and scope = any($7::text[])))
      from ledger_daily where user_id = $3 and day between (select from_day from w) and $5::date
+                         and scope = any($7::text[])
   ) as window,
   (select json_build_object('active_days', count(*) filter (where inflow_count > 0),
       'in_kobo', coalesce(sum(inflow_kobo), 0)::text, 'out_kobo', coalesce(sum(outflow_kobo), 0)::text,
       'max_day', coalesce(max(inflow_kobo), 0)::text)
-     from ledger_daily where user_id = $3 and day between $5::date - ${CASHFLOW_DAYS - 1} and $5::date) as cash,
+     from (select day, sum(inflow_kobo) as inflow_kobo, sum(inflow_count) as inflow_count,
+                  sum(outflow_kobo) as outflow_kobo
+             from ledger_daily where user_id = $3 and day between $5::date - ${CASHFLOW_DAYS - 1} and $5::date
+                                 and scope = any($7::text[])
+            group by day) d) as cash,
   (select json_build_object(
       'loans_taken', coalesce(sum(h.loans_taken), 0),
       'loans_repaid', coalesce(sum(h.loans_repaid), 0),
@@ -110,6 +120,12 @@ select
 const historyScopes = (tenant: Tenant): string[] =>
   tenant.environment === "production" ? [""] : [FIXTURE_LENDER_ID, tenant.partnerId];
 
+// In sandbox, each partner has its own copy of the sandbox users (CONTRACT.md §7), kept as what it changed over
+// the shared fixtures: its re-scores (sandbox_standings), the ledger lines its collections and refunds wrote
+// (scope = its id, beside the platform's own, scope ''), and its loans in the repayment history. The ledger's
+// distinct counterparties add up across the two scopes: a partner's lines name only itself (`lender:<id>`),
+// which the platform's own ledger never does.
+
 /**
  * The snapshot's data in one round trip (it earns raw SQL: the hot read, a prepared statement whose plan
  * PostgreSQL keeps, reading the consent, standing, KYC, ledger roll-ups and repayment history of other
@@ -125,7 +141,15 @@ export async function readSnapshotRow(
   const [row] = await sql<SnapshotData>(
     em,
     QUERY,
-    [tenant.partnerId, tenant.environment, userId, requestedDays ?? null, today, historyScopes(tenant)],
+    [
+      tenant.partnerId,
+      tenant.environment,
+      userId,
+      requestedDays ?? null,
+      today,
+      historyScopes(tenant),
+      tenant.environment === "production" ? [""] : ["", tenant.partnerId],
+    ],
     { prepare: true },
   );
   return row;

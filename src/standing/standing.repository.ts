@@ -1,10 +1,11 @@
 import { LockMode } from "@mikro-orm/core";
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
+import { type SandboxStanding, SandboxStandingEntity } from "./sandbox-standing.entity.ts";
 import { type Standing, StandingEntity } from "./standing.entity.ts";
 import type { KycInput } from "./standing.service.ts";
 
-/** The standing feature's tables (standings, kyc): the only code that reads or writes them. */
+/** The standing feature's tables (standings, sandbox_standings, kyc): the only code that reads or writes them. */
 export const standingRepository = {
   /** The stored standings of these users, locked until the transaction ends. */
   lockStandings(tx: Em, userIds: string[]): Promise<Standing[]> {
@@ -14,6 +15,24 @@ export const standingRepository = {
   /** A user's stored standing, if any. */
   standing(em: Em, userId: string): Promise<Standing | null> {
     return em.findOne(StandingEntity, { userId });
+  },
+
+  /** A sandbox partner's own re-score of a user, locked until the transaction ends. */
+  lockSandboxStanding(tx: Em, partnerId: string, userId: string): Promise<SandboxStanding | null> {
+    return tx.findOne(SandboxStandingEntity, { partnerId, userId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+  },
+
+  /** Creates or replaces a sandbox partner's own re-score of a user. */
+  async putSandboxStanding(tx: Em, row: SandboxStanding): Promise<void> {
+    await tx.upsert(SandboxStandingEntity, row);
+  },
+
+  /** Forgets a sandbox partner's re-scores; returns how many there were. */
+  async deleteSandboxStandings(tx: Em, partnerId: string): Promise<number> {
+    const rows = await sql(tx, "delete from sandbox_standings where partner_id = $1 returning user_id", [
+      partnerId,
+    ]);
+    return rows.length;
   },
 
   /** Creates or replaces a user's standing. */

@@ -128,33 +128,52 @@ export function createStandingService({
       });
     },
 
-    /** The platform re-scores a user (a sandbox helper), keeping the other standing signals. */
-    async rescore(em: Em, userId: string, tier: string, score: number): Promise<{ tierChanged: boolean }> {
-      const current = await repo.standing(em, userId);
-      const { tierChanges } = await this.upsertStanding(em, [
-        {
-          userId,
-          tier,
-          score,
-          scoreVersion: current?.scoreVersion ?? "sandbox",
-          standingSignals: {
-            tenureDays: null,
-            monthsInTier: null,
-            scoreChange90d: null,
-            disputesLast90d: null,
-            ...current?.standingSignals,
-          },
-          workSignals: {
-            monthsActive: null,
-            activeDaysLast30d: null,
-            incomeRegularityBps: null,
-            employmentVerified: null,
-            ...current?.workSignals,
-          },
-          asOf: clock.now(),
-        },
-      ]);
-      return { tierChanged: tierChanges > 0 };
+    /**
+     * A sandbox partner re-scores a sandbox user (the standing helper): the new tier and score are the
+     * partner's own copy of the user (CONTRACT.md §7), shown in its snapshots over the platform's standing and
+     * seen by no other partner. A tier change is told to that partner alone, when it holds an ACTIVE consent
+     * with scope `standing`, as the platform's re-score would be.
+     */
+    async rescoreInSandbox(
+      em: Em,
+      partnerId: string,
+      userId: string,
+      tier: Tier,
+      score: number,
+    ): Promise<{ tierChanged: boolean }> {
+      if (!Number.isInteger(score) || score < 0 || score > 1000)
+        throw validationFailed({ score: "must be 0 to 1000" });
+      return em.transactional(async (tx) => {
+        const now = clock.now();
+        const previous =
+          (await repo.lockSandboxStanding(tx, partnerId, userId))?.tier ??
+          (await repo.standing(tx, userId))?.tier ??
+          "Unrated";
+        await repo.putSandboxStanding(tx, { partnerId, userId, tier, score, updatedAt: now });
+        if (previous === tier) return { tierChanged: false };
+        const holders = await consents.holders(tx, userId, "standing");
+        if (holders.some((h) => h.partnerId === partnerId && h.environment === "sandbox")) {
+          await outbox.raise(tx, {
+            partnerId,
+            environment: "sandbox",
+            type: "standing.tier_changed",
+            payload: {
+              userId,
+              previousTier: previous,
+              tier,
+              direction: tiers.indexOf(tier) > tiers.indexOf(previous) ? "UP" : "DOWN",
+              score,
+              changedAt: now.toISOString(),
+            },
+          });
+        }
+        return { tierChanged: true };
+      });
+    },
+
+    /** A partner's sandbox copies of the users are restored: its re-scores are forgotten. */
+    resetSandbox(tx: Em, partnerId: string): Promise<number> {
+      return repo.deleteSandboxStandings(tx, partnerId);
     },
 
     async upsertKyc(em: Em, updates: KycInput[]): Promise<number> {

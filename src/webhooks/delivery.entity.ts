@@ -75,6 +75,8 @@ export const WebhookDeliveryEntity = defineEntity({
     },
     { name: "deliveries_by_event", properties: ["eventId"] },
     { name: "deliveries_due", properties: ["nextAttemptAt"], where: "status in ('PENDING', 'FAILED')" },
+    // Replays of a delivery (the retention purge deletes them first, and checks `replay_of` on every delete).
+    { name: "deliveries_by_replay_of", properties: ["replayOf"], where: "replay_of is not null" },
   ],
 });
 

@@ -20,7 +20,11 @@ export const EventEntity = defineEntity({
     test: p.boolean().default(false),
     createdAt: p.datetime(),
   },
-  indexes: [{ name: "events_by_owner", properties: ["partnerId", "environment", "createdAt"] }],
+  indexes: [
+    { name: "events_by_owner", properties: ["partnerId", "environment", "createdAt"] },
+    // The retention purge's search, oldest first.
+    { name: "events_by_age", properties: ["createdAt"] },
+  ],
 });
 
 /** An event row. */

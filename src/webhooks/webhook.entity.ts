@@ -36,6 +36,8 @@ export const WebhookEntity = defineEntity({
       properties: ["partnerId", "environment", "createdAt"],
       where: "deleted_at is null",
     },
+    // Deleted subscriptions, for the retention purge.
+    { name: "webhooks_deleted", properties: ["deletedAt"], where: "deleted_at is not null" },
   ],
 });
 

@@ -124,6 +124,7 @@ describe("the sandbox helpers", () => {
       "/partner/v1/sandbox/disbursements/dsb_01J00000000000000000000000/decline",
       "/partner/v1/sandbox/disbursements/dsb_01J00000000000000000000000/fail",
       "/partner/v1/sandbox/disbursements/dsb_01J00000000000000000000000/reverse",
+      "/partner/v1/sandbox/reset",
     ];
     for (const path of paths) {
       const res = await post(path, undefined, p.liveKey);

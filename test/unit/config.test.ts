@@ -41,6 +41,29 @@ describe("configuration", () => {
     );
   });
 
+  it("keeps finished data 30 days (sandbox loans 90), and refuses a retention inside the 14-day webhook window", () => {
+    expect(loadConfig({}).retention).toEqual({ days: 30, sandboxDays: 90, batchSize: 500 });
+    expect(
+      loadConfig({ RETENTION_DAYS: "15", SANDBOX_RETENTION_DAYS: "365", RETENTION_BATCH_SIZE: "1000" })
+        .retention,
+    ).toEqual({ days: 15, sandboxDays: 365, batchSize: 1000 });
+    for (const days of ["14", "0", "-30"]) {
+      expect(() => loadConfig({ RETENTION_DAYS: days })).toThrow(
+        /RETENTION_DAYS must be at least 15 days.*retried and replayed for 14 days/,
+      );
+    }
+    expect(() => loadConfig({ RETENTION_DAYS: "30d" })).toThrow(
+      /RETENTION_DAYS must be a whole number of days/,
+    );
+    expect(() => loadConfig({ RETENTION_DAYS: "3651" })).toThrow(/RETENTION_DAYS must be a whole number/);
+    expect(() => loadConfig({ SANDBOX_RETENTION_DAYS: "7" })).toThrow(
+      /SANDBOX_RETENTION_DAYS must be an integer from 15/,
+    );
+    expect(() => loadConfig({ RETENTION_BATCH_SIZE: "0" })).toThrow(
+      /RETENTION_BATCH_SIZE must be an integer/,
+    );
+  });
+
   it("reads the accepted master keys of a rotation, hex or base64, comma-separated", () => {
     const hex = "cd".repeat(32);
     const b64 = Buffer.alloc(32, 7).toString("base64");

@@ -15,7 +15,71 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file partner/v1/sandbox.proto.
  */
 export const file_partner_v1_sandbox: GenFile = /*@__PURE__*/
-  fileDesc("ChhwYXJ0bmVyL3YxL3NhbmRib3gucHJvdG8SCnBhcnRuZXIudjEiJgoYQWNjZXB0Q29uc2VudExpbmtSZXF1ZXN0EgoKAmlkGAEgASgJIkoKGUFjY2VwdENvbnNlbnRMaW5rUmVzcG9uc2USLQoMY29uc2VudF9saW5rGAEgASgLMhcucGFydG5lci52MS5Db25zZW50TGluayInChlEZWNsaW5lQ29uc2VudExpbmtSZXF1ZXN0EgoKAmlkGAEgASgJIksKGkRlY2xpbmVDb25zZW50TGlua1Jlc3BvbnNlEi0KDGNvbnNlbnRfbGluaxgBIAEoCzIXLnBhcnRuZXIudjEuQ29uc2VudExpbmsiKAoaUmV2b2tlQ29uc2VudEFzVXNlclJlcXVlc3QSCgoCaWQYASABKAkiQwobUmV2b2tlQ29uc2VudEFzVXNlclJlc3BvbnNlEiQKB2NvbnNlbnQYASABKAsyEy5wYXJ0bmVyLnYxLkNvbnNlbnQiQgoSU2V0U3RhbmRpbmdSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSDAoEdGllchgCIAEoCRINCgVzY29yZRgDIAEoBSJZChNTZXRTdGFuZGluZ1Jlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSDAoEdGllchgCIAEoCRINCgVzY29yZRgDIAEoBRIUCgx0aWVyX2NoYW5nZWQYBCABKAgiJwoZQWNjZXB0RGlzYnVyc2VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSJMChpBY2NlcHREaXNidXJzZW1lbnRSZXNwb25zZRIuCgxkaXNidXJzZW1lbnQYASABKAsyGC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudCIoChpEZWNsaW5lRGlzYnVyc2VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSJNChtEZWNsaW5lRGlzYnVyc2VtZW50UmVzcG9uc2USLgoMZGlzYnVyc2VtZW50GAEgASgLMhgucGFydG5lci52MS5EaXNidXJzZW1lbnQiJQoXRmFpbERpc2J1cnNlbWVudFJlcXVlc3QSCgoCaWQYASABKAkiSgoYRmFpbERpc2J1cnNlbWVudFJlc3BvbnNlEi4KDGRpc2J1cnNlbWVudBgBIAEoCzIYLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50IigKGlJldmVyc2VEaXNidXJzZW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIk0KG1JldmVyc2VEaXNidXJzZW1lbnRSZXNwb25zZRIuCgxkaXNidXJzZW1lbnQYASABKAsyGC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudCK3AQoXQ29sbGVjdFJlcGF5bWVudFJlcXVlc3QSCgoCaWQYASABKAkSPAoHb3V0Y29tZRgCIAEoDjIrLnBhcnRuZXIudjEuQ29sbGVjdFJlcGF5bWVudFJlcXVlc3QuT3V0Y29tZRIUCgxmYWlsdXJlX2NvZGUYAyABKAkiPAoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASCwoHU1VDQ0VTUxABEgsKB0ZBSUxVUkUQAiJEChhDb2xsZWN0UmVwYXltZW50UmVzcG9uc2USKAoJcmVwYXltZW50GAEgASgLMhUucGFydG5lci52MS5SZXBheW1lbnQy4QsKDlNhbmRib3hTZXJ2aWNlEqUBChFBY2NlcHRDb25zZW50TGluaxIkLnBhcnRuZXIudjEuQWNjZXB0Q29uc2VudExpbmtSZXF1ZXN0GiUucGFydG5lci52MS5BY2NlcHRDb25zZW50TGlua1Jlc3BvbnNlIkOC0+STAj1iDGNvbnNlbnRfbGluayItL3BhcnRuZXIvdjEvc2FuZGJveC9jb25zZW50LWxpbmtzL3tpZH0vYWNjZXB0EqkBChJEZWNsaW5lQ29uc2VudExpbmsSJS5wYXJ0bmVyLnYxLkRlY2xpbmVDb25zZW50TGlua1JlcXVlc3QaJi5wYXJ0bmVyLnYxLkRlY2xpbmVDb25zZW50TGlua1Jlc3BvbnNlIkSC0+STAj5iDGNvbnNlbnRfbGluayIuL3BhcnRuZXIvdjEvc2FuZGJveC9jb25zZW50LWxpbmtzL3tpZH0vZGVjbGluZRKhAQoTUmV2b2tlQ29uc2VudEFzVXNlchImLnBhcnRuZXIudjEuUmV2b2tlQ29uc2VudEFzVXNlclJlcXVlc3QaJy5wYXJ0bmVyLnYxLlJldm9rZUNvbnNlbnRBc1VzZXJSZXNwb25zZSI5gtPkkwIzYgdjb25zZW50IigvcGFydG5lci92MS9zYW5kYm94L2NvbnNlbnRzL3tpZH0vcmV2b2tlEocBCgtTZXRTdGFuZGluZxIeLnBhcnRuZXIudjEuU2V0U3RhbmRpbmdSZXF1ZXN0Gh8ucGFydG5lci52MS5TZXRTdGFuZGluZ1Jlc3BvbnNlIjeC0+STAjE6ASoiLC9wYXJ0bmVyL3YxL3NhbmRib3gvdXNlcnMve3VzZXJfaWR9L3N0YW5kaW5nEqgBChJBY2NlcHREaXNidXJzZW1lbnQSJS5wYXJ0bmVyLnYxLkFjY2VwdERpc2J1cnNlbWVudFJlcXVlc3QaJi5wYXJ0bmVyLnYxLkFjY2VwdERpc2J1cnNlbWVudFJlc3BvbnNlIkOC0+STAj1iDGRpc2J1cnNlbWVudCItL3BhcnRuZXIvdjEvc2FuZGJveC9kaXNidXJzZW1lbnRzL3tpZH0vYWNjZXB0EqwBChNEZWNsaW5lRGlzYnVyc2VtZW50EiYucGFydG5lci52MS5EZWNsaW5lRGlzYnVyc2VtZW50UmVxdWVzdBonLnBhcnRuZXIudjEuRGVjbGluZURpc2J1cnNlbWVudFJlc3BvbnNlIkSC0+STAj5iDGRpc2J1cnNlbWVudCIuL3BhcnRuZXIvdjEvc2FuZGJveC9kaXNidXJzZW1lbnRzL3tpZH0vZGVjbGluZRKgAQoQRmFpbERpc2J1cnNlbWVudBIjLnBhcnRuZXIudjEuRmFpbERpc2J1cnNlbWVudFJlcXVlc3QaJC5wYXJ0bmVyLnYxLkZhaWxEaXNidXJzZW1lbnRSZXNwb25zZSJBgtPkkwI7YgxkaXNidXJzZW1lbnQiKy9wYXJ0bmVyL3YxL3NhbmRib3gvZGlzYnVyc2VtZW50cy97aWR9L2ZhaWwSrAEKE1JldmVyc2VEaXNidXJzZW1lbnQSJi5wYXJ0bmVyLnYxLlJldmVyc2VEaXNidXJzZW1lbnRSZXF1ZXN0GicucGFydG5lci52MS5SZXZlcnNlRGlzYnVyc2VtZW50UmVzcG9uc2UiRILT5JMCPmIMZGlzYnVyc2VtZW50Ii4vcGFydG5lci92MS9zYW5kYm94L2Rpc2J1cnNlbWVudHMve2lkfS9yZXZlcnNlEqABChBDb2xsZWN0UmVwYXltZW50EiMucGFydG5lci52MS5Db2xsZWN0UmVwYXltZW50UmVxdWVzdBokLnBhcnRuZXIudjEuQ29sbGVjdFJlcGF5bWVudFJlc3BvbnNlIkGC0+STAjs6ASpiCXJlcGF5bWVudCIrL3BhcnRuZXIvdjEvc2FuZGJveC9yZXBheW1lbnRzL3tpZH0vY29sbGVjdGIGcHJvdG8z", [file_google_api_annotations, file_partner_v1_consents, file_partner_v1_disbursements]);
+  fileDesc("ChhwYXJ0bmVyL3YxL3NhbmRib3gucHJvdG8SCnBhcnRuZXIudjEiFQoTUmVzZXRTYW5kYm94UmVxdWVzdCKBAQoUUmVzZXRTYW5kYm94UmVzcG9uc2USEAoIY29uc2VudHMYASABKAUSFQoNY29uc2VudF9saW5rcxgCIAEoBRIVCg1kaXNidXJzZW1lbnRzGAMgASgFEhEKCXN0YW5kaW5ncxgEIAEoBRIWCg5sZWRnZXJfZW50cmllcxgFIAEoBSImChhBY2NlcHRDb25zZW50TGlua1JlcXVlc3QSCgoCaWQYASABKAkiSgoZQWNjZXB0Q29uc2VudExpbmtSZXNwb25zZRItCgxjb25zZW50X2xpbmsYASABKAsyFy5wYXJ0bmVyLnYxLkNvbnNlbnRMaW5rIicKGURlY2xpbmVDb25zZW50TGlua1JlcXVlc3QSCgoCaWQYASABKAkiSwoaRGVjbGluZUNvbnNlbnRMaW5rUmVzcG9uc2USLQoMY29uc2VudF9saW5rGAEgASgLMhcucGFydG5lci52MS5Db25zZW50TGluayIoChpSZXZva2VDb25zZW50QXNVc2VyUmVxdWVzdBIKCgJpZBgBIAEoCSJDChtSZXZva2VDb25zZW50QXNVc2VyUmVzcG9uc2USJAoHY29uc2VudBgBIAEoCzITLnBhcnRuZXIudjEuQ29uc2VudCJCChJTZXRTdGFuZGluZ1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIMCgR0aWVyGAIgASgJEg0KBXNjb3JlGAMgASgFIlkKE1NldFN0YW5kaW5nUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIMCgR0aWVyGAIgASgJEg0KBXNjb3JlGAMgASgFEhQKDHRpZXJfY2hhbmdlZBgEIAEoCCInChlBY2NlcHREaXNidXJzZW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIkwKGkFjY2VwdERpc2J1cnNlbWVudFJlc3BvbnNlEi4KDGRpc2J1cnNlbWVudBgBIAEoCzIYLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50IigKGkRlY2xpbmVEaXNidXJzZW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIk0KG0RlY2xpbmVEaXNidXJzZW1lbnRSZXNwb25zZRIuCgxkaXNidXJzZW1lbnQYASABKAsyGC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudCIlChdGYWlsRGlzYnVyc2VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSJKChhGYWlsRGlzYnVyc2VtZW50UmVzcG9uc2USLgoMZGlzYnVyc2VtZW50GAEgASgLMhgucGFydG5lci52MS5EaXNidXJzZW1lbnQiKAoaUmV2ZXJzZURpc2J1cnNlbWVudFJlcXVlc3QSCgoCaWQYASABKAkiTQobUmV2ZXJzZURpc2J1cnNlbWVudFJlc3BvbnNlEi4KDGRpc2J1cnNlbWVudBgBIAEoCzIYLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50IrcBChdDb2xsZWN0UmVwYXltZW50UmVxdWVzdBIKCgJpZBgBIAEoCRI8CgdvdXRjb21lGAIgASgOMisucGFydG5lci52MS5Db2xsZWN0UmVwYXltZW50UmVxdWVzdC5PdXRjb21lEhQKDGZhaWx1cmVfY29kZRgDIAEoCSI8CgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABILCgdTVUNDRVNTEAESCwoHRkFJTFVSRRACIkQKGENvbGxlY3RSZXBheW1lbnRSZXNwb25zZRIoCglyZXBheW1lbnQYASABKAsyFS5wYXJ0bmVyLnYxLlJlcGF5bWVudDLaDAoOU2FuZGJveFNlcnZpY2USpQEKEUFjY2VwdENvbnNlbnRMaW5rEiQucGFydG5lci52MS5BY2NlcHRDb25zZW50TGlua1JlcXVlc3QaJS5wYXJ0bmVyLnYxLkFjY2VwdENvbnNlbnRMaW5rUmVzcG9uc2UiQ4LT5JMCPWIMY29uc2VudF9saW5rIi0vcGFydG5lci92MS9zYW5kYm94L2NvbnNlbnQtbGlua3Mve2lkfS9hY2NlcHQSqQEKEkRlY2xpbmVDb25zZW50TGluaxIlLnBhcnRuZXIudjEuRGVjbGluZUNvbnNlbnRMaW5rUmVxdWVzdBomLnBhcnRuZXIudjEuRGVjbGluZUNvbnNlbnRMaW5rUmVzcG9uc2UiRILT5JMCPmIMY29uc2VudF9saW5rIi4vcGFydG5lci92MS9zYW5kYm94L2NvbnNlbnQtbGlua3Mve2lkfS9kZWNsaW5lEqEBChNSZXZva2VDb25zZW50QXNVc2VyEiYucGFydG5lci52MS5SZXZva2VDb25zZW50QXNVc2VyUmVxdWVzdBonLnBhcnRuZXIudjEuUmV2b2tlQ29uc2VudEFzVXNlclJlc3BvbnNlIjmC0+STAjNiB2NvbnNlbnQiKC9wYXJ0bmVyL3YxL3NhbmRib3gvY29uc2VudHMve2lkfS9yZXZva2UShwEKC1NldFN0YW5kaW5nEh4ucGFydG5lci52MS5TZXRTdGFuZGluZ1JlcXVlc3QaHy5wYXJ0bmVyLnYxLlNldFN0YW5kaW5nUmVzcG9uc2UiN4LT5JMCMToBKiIsL3BhcnRuZXIvdjEvc2FuZGJveC91c2Vycy97dXNlcl9pZH0vc3RhbmRpbmcSqAEKEkFjY2VwdERpc2J1cnNlbWVudBIlLnBhcnRuZXIudjEuQWNjZXB0RGlzYnVyc2VtZW50UmVxdWVzdBomLnBhcnRuZXIudjEuQWNjZXB0RGlzYnVyc2VtZW50UmVzcG9uc2UiQ4LT5JMCPWIMZGlzYnVyc2VtZW50Ii0vcGFydG5lci92MS9zYW5kYm94L2Rpc2J1cnNlbWVudHMve2lkfS9hY2NlcHQSrAEKE0RlY2xpbmVEaXNidXJzZW1lbnQSJi5wYXJ0bmVyLnYxLkRlY2xpbmVEaXNidXJzZW1lbnRSZXF1ZXN0GicucGFydG5lci52MS5EZWNsaW5lRGlzYnVyc2VtZW50UmVzcG9uc2UiRILT5JMCPmIMZGlzYnVyc2VtZW50Ii4vcGFydG5lci92MS9zYW5kYm94L2Rpc2J1cnNlbWVudHMve2lkfS9kZWNsaW5lEqABChBGYWlsRGlzYnVyc2VtZW50EiMucGFydG5lci52MS5GYWlsRGlzYnVyc2VtZW50UmVxdWVzdBokLnBhcnRuZXIudjEuRmFpbERpc2J1cnNlbWVudFJlc3BvbnNlIkGC0+STAjtiDGRpc2J1cnNlbWVudCIrL3BhcnRuZXIvdjEvc2FuZGJveC9kaXNidXJzZW1lbnRzL3tpZH0vZmFpbBKsAQoTUmV2ZXJzZURpc2J1cnNlbWVudBImLnBhcnRuZXIudjEuUmV2ZXJzZURpc2J1cnNlbWVudFJlcXVlc3QaJy5wYXJ0bmVyLnYxLlJldmVyc2VEaXNidXJzZW1lbnRSZXNwb25zZSJEgtPkkwI+YgxkaXNidXJzZW1lbnQiLi9wYXJ0bmVyL3YxL3NhbmRib3gvZGlzYnVyc2VtZW50cy97aWR9L3JldmVyc2USoAEKEENvbGxlY3RSZXBheW1lbnQSIy5wYXJ0bmVyLnYxLkNvbGxlY3RSZXBheW1lbnRSZXF1ZXN0GiQucGFydG5lci52MS5Db2xsZWN0UmVwYXltZW50UmVzcG9uc2UiQYLT5JMCOzoBKmIJcmVwYXltZW50IisvcGFydG5lci92MS9zYW5kYm94L3JlcGF5bWVudHMve2lkfS9jb2xsZWN0EncKDFJlc2V0U2FuZGJveBIfLnBhcnRuZXIudjEuUmVzZXRTYW5kYm94UmVxdWVzdBogLnBhcnRuZXIudjEuUmVzZXRTYW5kYm94UmVzcG9uc2UiJILT5JMCHjoBKiIZL3BhcnRuZXIvdjEvc2FuZGJveC9yZXNldGIGcHJvdG8z", [file_google_api_annotations, file_partner_v1_consents, file_partner_v1_disbursements]);
+
+/**
+ * ResetSandboxRequest has no fields.
+ *
+ * @generated from message partner.v1.ResetSandboxRequest
+ */
+export type ResetSandboxRequest = Message<"partner.v1.ResetSandboxRequest"> & {
+};
+
+/**
+ * Describes the message partner.v1.ResetSandboxRequest.
+ * Use `create(ResetSandboxRequestSchema)` to create a new message.
+ */
+export const ResetSandboxRequestSchema: GenMessage<ResetSandboxRequest> = /*@__PURE__*/
+  messageDesc(file_partner_v1_sandbox, 0);
+
+/**
+ * ResetSandboxResponse counts what was removed.
+ *
+ * @generated from message partner.v1.ResetSandboxResponse
+ */
+export type ResetSandboxResponse = Message<"partner.v1.ResetSandboxResponse"> & {
+  /**
+   * Consents removed.
+   *
+   * @generated from field: int32 consents = 1;
+   */
+  consents: number;
+
+  /**
+   * Consent links removed.
+   *
+   * @generated from field: int32 consent_links = 2;
+   */
+  consentLinks: number;
+
+  /**
+   * Disbursements removed, with their repayments and books entries.
+   *
+   * @generated from field: int32 disbursements = 3;
+   */
+  disbursements: number;
+
+  /**
+   * Sandbox users whose standing was restored.
+   *
+   * @generated from field: int32 standings = 4;
+   */
+  standings: number;
+
+  /**
+   * Ledger lines removed (the sandbox users' collections and refunds by this partner).
+   *
+   * @generated from field: int32 ledger_entries = 5;
+   */
+  ledgerEntries: number;
+};
+
+/**
+ * Describes the message partner.v1.ResetSandboxResponse.
+ * Use `create(ResetSandboxResponseSchema)` to create a new message.
+ */
+export const ResetSandboxResponseSchema: GenMessage<ResetSandboxResponse> = /*@__PURE__*/
+  messageDesc(file_partner_v1_sandbox, 1);
 
 /**
  * AcceptConsentLinkRequest names the link.
@@ -36,7 +100,7 @@ export type AcceptConsentLinkRequest = Message<"partner.v1.AcceptConsentLinkRequ
  * Use `create(AcceptConsentLinkRequestSchema)` to create a new message.
  */
 export const AcceptConsentLinkRequestSchema: GenMessage<AcceptConsentLinkRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 0);
+  messageDesc(file_partner_v1_sandbox, 2);
 
 /**
  * AcceptConsentLinkResponse holds the link as it now is (`consentId` set).
@@ -57,7 +121,7 @@ export type AcceptConsentLinkResponse = Message<"partner.v1.AcceptConsentLinkRes
  * Use `create(AcceptConsentLinkResponseSchema)` to create a new message.
  */
 export const AcceptConsentLinkResponseSchema: GenMessage<AcceptConsentLinkResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 1);
+  messageDesc(file_partner_v1_sandbox, 3);
 
 /**
  * DeclineConsentLinkRequest names the link.
@@ -78,7 +142,7 @@ export type DeclineConsentLinkRequest = Message<"partner.v1.DeclineConsentLinkRe
  * Use `create(DeclineConsentLinkRequestSchema)` to create a new message.
  */
 export const DeclineConsentLinkRequestSchema: GenMessage<DeclineConsentLinkRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 2);
+  messageDesc(file_partner_v1_sandbox, 4);
 
 /**
  * DeclineConsentLinkResponse holds the link as it now is.
@@ -99,7 +163,7 @@ export type DeclineConsentLinkResponse = Message<"partner.v1.DeclineConsentLinkR
  * Use `create(DeclineConsentLinkResponseSchema)` to create a new message.
  */
 export const DeclineConsentLinkResponseSchema: GenMessage<DeclineConsentLinkResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 3);
+  messageDesc(file_partner_v1_sandbox, 5);
 
 /**
  * RevokeConsentAsUserRequest names the consent.
@@ -120,7 +184,7 @@ export type RevokeConsentAsUserRequest = Message<"partner.v1.RevokeConsentAsUser
  * Use `create(RevokeConsentAsUserRequestSchema)` to create a new message.
  */
 export const RevokeConsentAsUserRequestSchema: GenMessage<RevokeConsentAsUserRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 4);
+  messageDesc(file_partner_v1_sandbox, 6);
 
 /**
  * RevokeConsentAsUserResponse holds the consent as it now is.
@@ -141,7 +205,7 @@ export type RevokeConsentAsUserResponse = Message<"partner.v1.RevokeConsentAsUse
  * Use `create(RevokeConsentAsUserResponseSchema)` to create a new message.
  */
 export const RevokeConsentAsUserResponseSchema: GenMessage<RevokeConsentAsUserResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 5);
+  messageDesc(file_partner_v1_sandbox, 7);
 
 /**
  * SetStandingRequest holds the new tier and score.
@@ -176,7 +240,7 @@ export type SetStandingRequest = Message<"partner.v1.SetStandingRequest"> & {
  * Use `create(SetStandingRequestSchema)` to create a new message.
  */
 export const SetStandingRequestSchema: GenMessage<SetStandingRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 6);
+  messageDesc(file_partner_v1_sandbox, 8);
 
 /**
  * SetStandingResponse says what happened.
@@ -218,7 +282,7 @@ export type SetStandingResponse = Message<"partner.v1.SetStandingResponse"> & {
  * Use `create(SetStandingResponseSchema)` to create a new message.
  */
 export const SetStandingResponseSchema: GenMessage<SetStandingResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 7);
+  messageDesc(file_partner_v1_sandbox, 9);
 
 /**
  * AcceptDisbursementRequest names the disbursement.
@@ -239,7 +303,7 @@ export type AcceptDisbursementRequest = Message<"partner.v1.AcceptDisbursementRe
  * Use `create(AcceptDisbursementRequestSchema)` to create a new message.
  */
 export const AcceptDisbursementRequestSchema: GenMessage<AcceptDisbursementRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 8);
+  messageDesc(file_partner_v1_sandbox, 10);
 
 /**
  * AcceptDisbursementResponse holds the disbursement as it now is.
@@ -260,7 +324,7 @@ export type AcceptDisbursementResponse = Message<"partner.v1.AcceptDisbursementR
  * Use `create(AcceptDisbursementResponseSchema)` to create a new message.
  */
 export const AcceptDisbursementResponseSchema: GenMessage<AcceptDisbursementResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 9);
+  messageDesc(file_partner_v1_sandbox, 11);
 
 /**
  * DeclineDisbursementRequest names the disbursement.
@@ -281,7 +345,7 @@ export type DeclineDisbursementRequest = Message<"partner.v1.DeclineDisbursement
  * Use `create(DeclineDisbursementRequestSchema)` to create a new message.
  */
 export const DeclineDisbursementRequestSchema: GenMessage<DeclineDisbursementRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 10);
+  messageDesc(file_partner_v1_sandbox, 12);
 
 /**
  * DeclineDisbursementResponse holds the disbursement as it now is.
@@ -302,7 +366,7 @@ export type DeclineDisbursementResponse = Message<"partner.v1.DeclineDisbursemen
  * Use `create(DeclineDisbursementResponseSchema)` to create a new message.
  */
 export const DeclineDisbursementResponseSchema: GenMessage<DeclineDisbursementResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 11);
+  messageDesc(file_partner_v1_sandbox, 13);
 
 /**
  * FailDisbursementRequest names the disbursement.
@@ -323,7 +387,7 @@ export type FailDisbursementRequest = Message<"partner.v1.FailDisbursementReques
  * Use `create(FailDisbursementRequestSchema)` to create a new message.
  */
 export const FailDisbursementRequestSchema: GenMessage<FailDisbursementRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 12);
+  messageDesc(file_partner_v1_sandbox, 14);
 
 /**
  * FailDisbursementResponse holds the disbursement as it now is.
@@ -344,7 +408,7 @@ export type FailDisbursementResponse = Message<"partner.v1.FailDisbursementRespo
  * Use `create(FailDisbursementResponseSchema)` to create a new message.
  */
 export const FailDisbursementResponseSchema: GenMessage<FailDisbursementResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 13);
+  messageDesc(file_partner_v1_sandbox, 15);
 
 /**
  * ReverseDisbursementRequest names the disbursement.
@@ -365,7 +429,7 @@ export type ReverseDisbursementRequest = Message<"partner.v1.ReverseDisbursement
  * Use `create(ReverseDisbursementRequestSchema)` to create a new message.
  */
 export const ReverseDisbursementRequestSchema: GenMessage<ReverseDisbursementRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 14);
+  messageDesc(file_partner_v1_sandbox, 16);
 
 /**
  * ReverseDisbursementResponse holds the disbursement as it now is.
@@ -386,7 +450,7 @@ export type ReverseDisbursementResponse = Message<"partner.v1.ReverseDisbursemen
  * Use `create(ReverseDisbursementResponseSchema)` to create a new message.
  */
 export const ReverseDisbursementResponseSchema: GenMessage<ReverseDisbursementResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 15);
+  messageDesc(file_partner_v1_sandbox, 17);
 
 /**
  * CollectRepaymentRequest says which repayment and how the debit ends.
@@ -421,7 +485,7 @@ export type CollectRepaymentRequest = Message<"partner.v1.CollectRepaymentReques
  * Use `create(CollectRepaymentRequestSchema)` to create a new message.
  */
 export const CollectRepaymentRequestSchema: GenMessage<CollectRepaymentRequest> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 16);
+  messageDesc(file_partner_v1_sandbox, 18);
 
 /**
  * How the debit ends.
@@ -460,7 +524,7 @@ export type CollectRepaymentRequest_Outcome = (typeof CollectRepaymentRequest_Ou
  * Describes the enum partner.v1.CollectRepaymentRequest.Outcome.
  */
 export const CollectRepaymentRequest_OutcomeSchema: GenEnum<CollectRepaymentRequest_Outcome> = /*@__PURE__*/
-  enumDesc(file_partner_v1_sandbox, 16, 0);
+  enumDesc(file_partner_v1_sandbox, 18, 0);
 
 /**
  * CollectRepaymentResponse holds the repayment as it now is.
@@ -481,7 +545,7 @@ export type CollectRepaymentResponse = Message<"partner.v1.CollectRepaymentRespo
  * Use `create(CollectRepaymentResponseSchema)` to create a new message.
  */
 export const CollectRepaymentResponseSchema: GenMessage<CollectRepaymentResponse> = /*@__PURE__*/
-  messageDesc(file_partner_v1_sandbox, 17);
+  messageDesc(file_partner_v1_sandbox, 19);
 
 /**
  * SandboxService acts, in the sandbox only, for the people and systems a partner cannot drive from outside
@@ -526,9 +590,11 @@ export const SandboxService: GenService<{
     output: typeof RevokeConsentAsUserResponseSchema;
   },
   /**
-   * The platform re-scores a sandbox user: a tier change sends `standing.tier_changed` to every partner whose
-   * consent covers `standing`. Other standing signals are kept. Sandbox users are shared by every sandbox
-   * partner, so the change is seen by all of them.
+   * The platform re-scores a sandbox user, for the calling partner only: each sandbox partner has its own copy
+   * of the sandbox users (same ids and phone numbers, separate data), so the new tier and score show in this
+   * partner's snapshots and no other partner's. A tier change sends `standing.tier_changed` to this partner
+   * when its consent covers `standing`. Other standing signals are kept. `POST /partner/v1/sandbox/reset`
+   * restores the platform's standing.
    *
    * @generated from rpc partner.v1.SandboxService.SetStanding
    */
@@ -595,6 +661,21 @@ export const SandboxService: GenService<{
     methodKind: "unary";
     input: typeof CollectRepaymentRequestSchema;
     output: typeof CollectRepaymentResponseSchema;
+  },
+  /**
+   * Restores the calling partner's sandbox to its first day: the sandbox users as documented (its re-scores
+   * forgotten, the ledger lines and repayment history its loans wrote removed), and its sandbox consents,
+   * consent links, disbursements with their repayments, books entries and idempotency records deleted. API
+   * keys, webhook subscriptions and the record of deliveries are kept; other partners are not touched.
+   * While a payout, a debit or a refund of the partner's is at the payment provider, 409 `conflict`: try again
+   * once it has settled (seconds in the sandbox).
+   *
+   * @generated from rpc partner.v1.SandboxService.ResetSandbox
+   */
+  resetSandbox: {
+    methodKind: "unary";
+    input: typeof ResetSandboxRequestSchema;
+    output: typeof ResetSandboxResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_partner_v1_sandbox, 0);

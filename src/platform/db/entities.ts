@@ -20,6 +20,7 @@ import { RateLimitTake } from "../../ratelimit/rate-limit-take.routine.ts";
 import { SandboxFixtureEntity } from "../../sandbox/sandbox-fixture.entity.ts";
 import { SigningKeyEntity } from "../../signing/signing-key.entity.ts";
 import { KycEntity } from "../../standing/kyc.entity.ts";
+import { SandboxStandingEntity } from "../../standing/sandbox-standing.entity.ts";
 import { StandingEntity } from "../../standing/standing.entity.ts";
 import { PaymentInstrumentEntity } from "../../users/payment-instrument.entity.ts";
 import { UserEntity } from "../../users/user.entity.ts";
@@ -52,6 +53,7 @@ export const entities = [
   LedgerDailyEntity,
   LedgerCounterpartyEntity,
   StandingEntity,
+  SandboxStandingEntity,
   KycEntity,
   DisbursementEntity,
   InstallmentEntity,

@@ -31,6 +31,8 @@ export interface Queues {
   /** Hourly: idempotency records past their 7 days. */
   "idempotency.purge": Record<string, never>;
   "person.purge": Record<string, never>;
+  /** Hourly: events, deliveries, consent links, deleted webhooks and sandbox loans past their retention. */
+  "retention.purge": Record<string, never>;
 }
 
 /** A queue name. */
@@ -39,31 +41,59 @@ export type QueueName = keyof Queues;
 /** Queues an earlier version had; removed at start. */
 const RETIRED_QUEUES = ["maintenance.hourly"];
 
-/** Queue settings, as data. */
+const HOUR = 3_600;
+const DAY = 24 * HOUR;
+
+/**
+ * How long pg-boss keeps a job, set on every queue rather than left to pg-boss's defaults (docs/operations.md
+ * "Retention"): a job waiting (created, or retry) is deleted 14 days after its start time, and a finished one
+ * (completed, failed or cancelled) `finishedSeconds` after it finished. pg-boss has no archive table: its
+ * maintenance deletes these rows from `pgboss.job` (every {@link MAINTENANCE_INTERVAL_SECONDS}).
+ */
+const keep = (finishedSeconds: number) => ({
+  retentionSeconds: 14 * DAY,
+  deleteAfterSeconds: finishedSeconds,
+});
+
+/** The queue pg-boss itself sends cron jobs through. */
+export const PG_BOSS_CRON_QUEUE = "__pgboss__send-it";
+
+/** How often pg-boss's maintenance deletes the jobs past their retention (its default is a day). */
+export const MAINTENANCE_INTERVAL_SECONDS = HOUR;
+
+/** Queue settings, as data. Every queue states how long its jobs are kept (never 0: that keeps them forever). */
 export const queueOptions: Record<
   QueueName,
   {
     retryLimit: number;
     expireInSeconds: number;
     notify: boolean;
-    deleteAfterSeconds?: number;
+    /** Seconds a finished job is kept (pg-boss's `deleteAfterSeconds`). */
+    deleteAfterSeconds: number;
+    /** Seconds a job may wait, created or retrying, after its start time before it is deleted. */
+    retentionSeconds: number;
     retryDelay?: number;
     retryBackoff?: boolean;
     retryDelayMax?: number;
   }
 > = {
-  "signing-keys.maintain": { retryLimit: 3, expireInSeconds: 60, notify: true },
+  // Periodic jobs: a finished run is kept a day, for an operator to look at.
+  "signing-keys.maintain": { retryLimit: 3, expireInSeconds: 60, notify: true, ...keep(DAY) },
   // Completed wake-ups carry nothing worth keeping (attempts are recorded on the delivery): drop them soon.
-  "webhooks.deliver": { retryLimit: 5, expireInSeconds: 120, notify: true, deleteAfterSeconds: 3_600 },
-  "webhooks.housekeeping": { retryLimit: 2, expireInSeconds: 600, notify: false },
-  "idempotency.purge": { retryLimit: 2, expireInSeconds: 600, notify: false },
-  "person.purge": { retryLimit: 2, expireInSeconds: 600, notify: false },
-  "sandbox.fixtures": { retryLimit: 2, expireInSeconds: 600, notify: false },
-  "consents.expire": { retryLimit: 2, expireInSeconds: 300, notify: true },
+  "webhooks.deliver": { retryLimit: 5, expireInSeconds: 120, notify: true, ...keep(HOUR) },
+  "webhooks.housekeeping": { retryLimit: 2, expireInSeconds: 600, notify: false, ...keep(DAY) },
+  "idempotency.purge": { retryLimit: 2, expireInSeconds: 600, notify: false, ...keep(DAY) },
+  "person.purge": { retryLimit: 2, expireInSeconds: 600, notify: false, ...keep(DAY) },
+  // A run stops starting batches after 10 minutes (the rest waits for the next hour), well inside its expiry.
+  "retention.purge": { retryLimit: 2, expireInSeconds: 900, notify: false, ...keep(DAY) },
+  "sandbox.fixtures": { retryLimit: 2, expireInSeconds: 600, notify: false, ...keep(DAY) },
+  "consents.expire": { retryLimit: 2, expireInSeconds: 300, notify: true, ...keep(DAY) },
   // A payout job that dies (or its process does, or the provider cannot answer) is retried, backing off to
   // five minutes; the provider is asked by our id, so a retry never pays twice. Past the retries, the minute
   // sweep keeps asking. These queues are `standard`: two jobs for one payout or installment may exist (a
   // sweep and a retry), and the claim on the row, with its lease, is what lets only one of them act.
+  // Money jobs: a finished one (its outcome is on the disbursement or installment row) is kept a week. A debit
+  // job waits until its due date, at most the longest tenor away (MAX_TENOR_DAYS_CEILING), and 14 days past it.
   "disbursements.payout": {
     retryLimit: 20,
     expireInSeconds: 60,
@@ -71,6 +101,7 @@ export const queueOptions: Record<
     retryDelay: 2,
     retryBackoff: true,
     retryDelayMax: 300,
+    ...keep(7 * DAY),
   },
   "repayments.collect": {
     retryLimit: 20,
@@ -79,8 +110,9 @@ export const queueOptions: Record<
     retryDelay: 2,
     retryBackoff: true,
     retryDelayMax: 300,
+    ...keep(7 * DAY),
   },
-  "repayments.sweep": { retryLimit: 1, expireInSeconds: 600, notify: false },
+  "repayments.sweep": { retryLimit: 1, expireInSeconds: 600, notify: false, ...keep(DAY) },
   // As payouts: the claim on the installment's refund, with its lease, lets one job act; the provider is asked
   // about the charge before a resumed attempt refunds it.
   "refunds.refund": {
@@ -90,9 +122,10 @@ export const queueOptions: Record<
     retryDelay: 2,
     retryBackoff: true,
     retryDelayMax: 300,
+    ...keep(7 * DAY),
   },
-  "refunds.sweep": { retryLimit: 1, expireInSeconds: 600, notify: false },
-  "disbursements.sweep": { retryLimit: 1, expireInSeconds: 600, notify: false },
+  "refunds.sweep": { retryLimit: 1, expireInSeconds: 600, notify: false, ...keep(DAY) },
+  "disbursements.sweep": { retryLimit: 1, expireInSeconds: 600, notify: false, ...keep(DAY) },
 };
 
 /** Options for {@link startBoss}. */
@@ -122,6 +155,11 @@ export async function startBoss({
     supervise,
     schedule: supervise,
     useListenNotify: true,
+    // pg-boss's own bookkeeping, bounded: job retention per queue (above) swept hourly; no warning or queue
+    // statistics tables filled (the service's metrics cover both); instance rows pg-boss prunes after 7 days.
+    maintenanceIntervalSeconds: MAINTENANCE_INTERVAL_SECONDS,
+    persistWarnings: false,
+    persistQueueStats: false,
   });
   boss.on("error", (err) => logger.error("job queue error", { err }));
   boss.on("warning", (warning) => logger.warn("job queue warning", { warning }));
@@ -136,6 +174,8 @@ export async function startBoss({
     await boss.createQueue(name, options);
     await boss.updateQueue(name, options);
   }
+  // pg-boss's own queue of cron sends (made by a process that runs schedules): kept like our periodic jobs.
+  if (await boss.getQueue(PG_BOSS_CRON_QUEUE)) await boss.updateQueue(PG_BOSS_CRON_QUEUE, keep(DAY));
   return boss;
 }
 

@@ -9,7 +9,9 @@ import { Migration20261122070000_data_keys } from "./Migration20261122070000_dat
 import { Migration20261123000000_person } from "./Migration20261123000000_person.ts";
 import { Migration20261123010000_mandates } from "./Migration20261123010000_mandates.ts";
 import { Migration20261123020000_refunds } from "./Migration20261123020000_refunds.ts";
+import { Migration20261123100000_retention } from "./Migration20261123100000_retention.ts";
 import { Migration20261123120000_repayment_histories } from "./Migration20261123120000_repayment_histories.ts";
+import { Migration20261123121000_sandbox_isolation } from "./Migration20261123121000_sandbox_isolation.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -24,5 +26,7 @@ export const migrations = [
   { name: "Migration20261123000000_person", class: Migration20261123000000_person },
   { name: "Migration20261123010000_mandates", class: Migration20261123010000_mandates },
   { name: "Migration20261123020000_refunds", class: Migration20261123020000_refunds },
+  { name: "Migration20261123100000_retention", class: Migration20261123100000_retention },
   { name: "Migration20261123120000_repayment_histories", class: Migration20261123120000_repayment_histories },
+  { name: "Migration20261123121000_sandbox_isolation", class: Migration20261123121000_sandbox_isolation },
 ];

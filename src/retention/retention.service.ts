@@ -1,0 +1,123 @@
+import type { Config } from "../config.ts";
+import type { Clock } from "../platform/clock.ts";
+import { ms } from "../platform/clock.ts";
+import type { Em } from "../platform/db/orm.ts";
+import type { Logger } from "../platform/logger.ts";
+import type { Metrics } from "../platform/metrics.ts";
+
+/**
+ * Every table the retention purge deletes from: the `table` label of `retention_purged_rows_total`, a fixed set
+ * (docs/operations.md "Retention").
+ */
+export const PURGED_TABLES = [
+  "events",
+  "webhook_deliveries",
+  "webhook_attempts",
+  "webhooks",
+  "consent_links",
+  "disbursements",
+  "installments",
+  "book_entries",
+  "sandbox_transfers",
+  "sandbox_debits",
+  "sandbox_refunds",
+  "ledger_entries",
+  "ledger_daily",
+  "ledger_counterparties",
+] as const;
+
+/**
+ * How long the ledger lines of sandbox partners' collections and refunds are kept: longer than the longest
+ * snapshot window (365 days), so purging them changes no snapshot.
+ */
+export const LEDGER_LINES_RETENTION_DAYS = 400;
+
+/** A table the retention purge deletes from. */
+export type PurgedTable = (typeof PURGED_TABLES)[number];
+
+/** What one batch of a purge step did. */
+export interface PurgeBatch {
+  /** Rows the batch picked (and locked) to purge; the step is done when a batch picks none. */
+  picked: number;
+  /** Rows deleted, per table. */
+  deleted: Partial<Record<PurgedTable, number>>;
+}
+
+/**
+ * One purge, defined by the feature that owns its tables: `batch` picks at most `limit` rows that ended
+ * before `cutoff` (with `FOR UPDATE SKIP LOCKED`, so it never waits on a row in use) and deletes them with
+ * whatever hangs on them, inside the transaction `tx` the runner opened for that batch alone.
+ */
+export interface PurgeStep {
+  /** For logs and the job's output. */
+  name: string;
+  /** Which retention counts: RETENTION_DAYS, SANDBOX_RETENTION_DAYS, or LEDGER_LINES_RETENTION_DAYS. */
+  retention: "default" | "sandbox" | "ledger";
+  batch(tx: Em, cutoff: Date, limit: number): Promise<PurgeBatch>;
+}
+
+/** What one run did, per step: batches run and rows deleted per table. */
+export type PurgeReport = Record<string, { batches: number; deleted: Partial<Record<PurgedTable, number>> }>;
+
+/** Options for {@link createRetentionService}. */
+export interface RetentionServiceOptions {
+  clock: Clock;
+  retention: Config["retention"];
+  metrics: Metrics;
+  logger: Logger;
+  steps: PurgeStep[];
+  /** A run starts no new batch after this long; what is left waits for the next run (10 minutes). */
+  budgetMs?: number;
+}
+
+/** What {@link createRetentionService} returns. */
+export type RetentionService = ReturnType<typeof createRetentionService>;
+
+/**
+ * The retention purge (CONTRACT.md §11): runs each feature's purge step in small batches, each batch its own
+ * short transaction, until a batch finds nothing left or the run's time budget is spent, and counts every
+ * deleted row in `retention_purged_rows_total{table}` once its batch has committed.
+ */
+export function createRetentionService(o: RetentionServiceOptions) {
+  const budgetMs = o.budgetMs ?? 10 * ms.minute;
+  // Every series exists from the start, at 0, so a rate over it is defined before the first purge.
+  for (const table of PURGED_TABLES) o.metrics.retentionPurged.inc({ table }, 0);
+  return {
+    /** Purges everything past its retention as of the clock's now; returns what it did, per step. */
+    async purge(em: Em): Promise<PurgeReport> {
+      const now = o.clock.now().getTime();
+      const cutoffs = {
+        default: new Date(now - o.retention.days * ms.day),
+        sandbox: new Date(now - o.retention.sandboxDays * ms.day),
+        ledger: new Date(now - LEDGER_LINES_RETENTION_DAYS * ms.day),
+      };
+      const deadline = Date.now() + budgetMs;
+      const report: PurgeReport = {};
+      for (const step of o.steps) {
+        const done: PurgeReport[string] = { batches: 0, deleted: {} };
+        report[step.name] = done;
+        for (;;) {
+          const batch = await em.transactional((tx) =>
+            step.batch(tx, cutoffs[step.retention], o.retention.batchSize),
+          );
+          done.batches += 1;
+          for (const [table, n] of Object.entries(batch.deleted) as [PurgedTable, number][]) {
+            if (n === 0) continue;
+            done.deleted[table] = (done.deleted[table] ?? 0) + n;
+            o.metrics.retentionPurged.inc({ table }, n);
+          }
+          if (batch.picked === 0) break;
+          if (Date.now() > deadline) {
+            o.logger.warn("retention purge stopped at its time budget; the next run goes on", {
+              step: step.name,
+            });
+            return report;
+          }
+        }
+      }
+      const deleted = Object.values(report).filter((r) => Object.keys(r.deleted).length > 0);
+      if (deleted.length > 0) o.logger.info("purged rows past their retention", { report });
+      return report;
+    },
+  };
+}
