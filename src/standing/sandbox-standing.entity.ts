@@ -1,5 +1,6 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
 import { PartnerEntity } from "../partners/partner.entity.ts";
+import { tenantFilter } from "../platform/tenancy.ts";
 import { UserEntity } from "../users/user.entity.ts";
 
 /**
@@ -9,6 +10,7 @@ import { UserEntity } from "../users/user.entity.ts";
 export const SandboxStandingEntity = defineEntity({
   name: "SandboxStanding",
   tableName: "sandbox_standings",
+  filters: tenantFilter,
   properties: {
     partnerId: () =>
       p
@@ -19,6 +21,8 @@ export const SandboxStandingEntity = defineEntity({
         .foreignKeyName("sandbox_standings_partner_id_fkey")
         .deleteRule("no action")
         .updateRule("no action"),
+    /** Always `sandbox`: the column the tenancy filter reads, as on every partner-owned row. */
+    environment: p.enum(["sandbox"] as const),
     userId: () =>
       p
         .manyToOne(UserEntity)

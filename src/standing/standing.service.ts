@@ -149,7 +149,14 @@ export function createStandingService({
           (await repo.lockSandboxStanding(tx, partnerId, userId))?.tier ??
           (await repo.standing(tx, userId))?.tier ??
           "Unrated";
-        await repo.putSandboxStanding(tx, { partnerId, userId, tier, score, updatedAt: now });
+        await repo.putSandboxStanding(tx, {
+          partnerId,
+          environment: "sandbox",
+          userId,
+          tier,
+          score,
+          updatedAt: now,
+        });
         if (previous === tier) return { tierChanged: false };
         const holders = await consents.holders(tx, userId, "standing");
         if (holders.some((h) => h.partnerId === partnerId && h.environment === "sandbox")) {

@@ -13,6 +13,7 @@ export class Migration20261123121000_sandbox_isolation extends Migration {
     this.addSql(`
       create table sandbox_standings (
         partner_id text not null references partners (id),
+        environment text not null check (environment in ('sandbox')),
         user_id text not null references users (id),
         tier text not null check (tier in ('Unrated', 'Emerging', 'Established', 'Trusted')),
         score integer not null check (score between 0 and 1000),
