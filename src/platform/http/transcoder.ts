@@ -1,5 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
+import { promisify } from "node:util";
+import zlib from "node:zlib";
 import {
   create,
   type DescField,
@@ -70,6 +72,42 @@ const EMPTY = Buffer.alloc(0);
  * Node's request objects keep the shape its own code is optimised for.
  */
 export const routeLabels = new WeakMap<object, string>();
+
+const inflaters: Record<string, (buf: Buffer, o: zlib.ZlibOptions & zlib.BrotliOptions) => Promise<Buffer>> =
+  {
+    gzip: promisify(zlib.gunzip),
+    "x-gzip": promisify(zlib.gunzip),
+    deflate: promisify(zlib.inflate),
+    br: promisify(zlib.brotliDecompress),
+  };
+
+/**
+ * A body sent with `Content-Encoding` gzip, deflate or br, decompressed to at most `limit` bytes: a body that
+ * inflates past it (a decompression bomb) is `413 payload_too_large`, found without ever holding more than the
+ * limit; another encoding is `415`; bytes that do not decompress are `400`.
+ */
+export async function decodeContent(req: AnyRequest, raw: Buffer, limit: number): Promise<Buffer> {
+  const encoding = String(req.headers["content-encoding"] ?? "identity")
+    .trim()
+    .toLowerCase();
+  if (encoding === "identity" || encoding === "" || raw.length === 0) return raw;
+  const inflate = inflaters[encoding];
+  if (!inflate)
+    throw new ApiError(
+      "unsupported_media_type",
+      "Send the body as application/json, uncompressed or with Content-Encoding gzip, deflate or br.",
+    );
+  try {
+    return await inflate(raw, { maxOutputLength: limit });
+  } catch (err) {
+    if ((err as { code?: string }).code === "ERR_BUFFER_TOO_LARGE")
+      throw new ApiError(
+        "payload_too_large",
+        `The request body is larger than ${limit} bytes once decompressed.`,
+      );
+    throw new ApiError("invalid_request", `The request body is not valid ${encoding} data.`);
+  }
+}
 
 /** Reads the body up to a limit; rejects with `payload_too_large` beyond it. */
 export async function readBody(req: AnyRequest, limit: number): Promise<Buffer> {
@@ -218,7 +256,7 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
     const input = route.method.input;
     const { body } = route.binding;
     let json: Record<string, JsonValue> = {};
-    const raw = await readBody(req, maxBodyBytes);
+    const raw = await decodeContent(req, await readBody(req, maxBodyBytes), maxBodyBytes);
     if (body === "") {
       if (raw.length > 0) throw new ApiError("invalid_request", "This endpoint takes no request body.");
     } else if (raw.length > 0) {

@@ -99,6 +99,24 @@ async function clientFault(
   const parseFailure = error.code === "internal" && PARSE_ERROR.test(error.message ?? "");
   // A JSON body connect-es could not decode: the same status, with the contract's ErrorInfo added.
   const decodeFailure = error.code === "invalid_argument" && !("details" in error);
+  // connect-es's own resource_exhausted (no ErrorInfo: ours always carry one) is a message past readMaxBytes,
+  // as sent or once decompressed (a decompression bomb): 413 payload_too_large, not the protocol's 429, which
+  // would tell a client to retry what can never succeed.
+  const tooLarge = error.code === "resource_exhausted" && !("details" in error);
+  if (tooLarge) {
+    const fixed = errorToJsonBytes(
+      toConnectError(new ApiError("payload_too_large", error.message), requestId, new Headers()),
+      {},
+    );
+    uRes.header?.set("content-length", String(fixed.byteLength));
+    return {
+      ...uRes,
+      status: 413,
+      body: (async function* () {
+        yield fixed;
+      })(),
+    };
+  }
   if (!parseFailure && !decodeFailure) {
     return {
       ...uRes,
