@@ -115,7 +115,7 @@ export function createServices(deps: ServiceDeps) {
   const paystack = config.paymentProvider
     ? createPaystackProvider({ config: config.paymentProvider, instruments, logger })
     : undefined;
-  const books = createBooksService();
+  const books = createBooksService({ box });
   const idempotency = createIdempotencyService({ clock, box });
   const mandates = createMandateService({
     clock,

@@ -60,11 +60,40 @@ export const booksRepository = {
     return row?.n ?? 0;
   },
 
-  /** `em`'s tenant's entries booked in [from, to) (either end open), in booking order. */
-  list(em: Em, from: Date | undefined, to: Date | undefined): Promise<BookEntry[]> {
+  /**
+   * Up to `limit` of `em`'s tenant's entries booked in [from, to) (either end open) after `after` (a
+   * booking time and id), in booking order.
+   */
+  page(
+    em: Em,
+    from: Date | undefined,
+    to: Date | undefined,
+    after: { at: Date; id: bigint } | undefined,
+    limit: number,
+  ): Promise<BookEntry[]> {
     const bookedAt = { ...(from ? { $gte: from } : {}), ...(to ? { $lt: to } : {}) };
-    return em.find(BookEntryEntity, from || to ? { bookedAt } : {}, {
-      orderBy: { bookedAt: "asc", id: "asc" },
-    });
+    const period = from || to ? { bookedAt } : {};
+    const where = after
+      ? {
+          $and: [
+            period,
+            { $or: [{ bookedAt: { $gt: after.at } }, { bookedAt: after.at, id: { $gt: after.id } }] },
+          ],
+        }
+      : period;
+    return em.find(BookEntryEntity, where, { orderBy: { bookedAt: "asc", id: "asc" }, limit });
+  },
+
+  /** The sums per kind of a tenant's entries booked in [from, to) (either end open): one indexed pass. */
+  async totals(em: Em, tenant: Tenant, from: Date | undefined, to: Date | undefined) {
+    const rows = await sql<{ kind: BookKind; total: string }>(
+      em,
+      `select kind, sum(amount_kobo)::text as total from book_entries
+        where partner_id = $1 and environment = $2
+          and ($3::timestamptz is null or booked_at >= $3) and ($4::timestamptz is null or booked_at < $4)
+        group by kind`,
+      [tenant.partnerId, tenant.environment, from ?? null, to ?? null],
+    );
+    return new Map(rows.map((r) => [r.kind, BigInt(r.total)]));
   },
 };

@@ -1,7 +1,8 @@
+import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import { isCalendarDate } from "../platform/dates.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { validationFailed } from "../platform/errors.ts";
-import type { Tenant } from "../platform/tenancy.ts";
+import { ApiError, validationFailed } from "../platform/errors.ts";
+import { type Tenant, tenantOf } from "../platform/tenancy.ts";
 import type { BookEntry } from "./book-entry.entity.ts";
 import { type BookKind, booksRepository as repo } from "./books.repository.ts";
 
@@ -15,6 +16,10 @@ const FIRST_DAY = "1970-01-01";
 const LAST_DAY = "9999-12-30";
 
 const dayStart = (day: string) => new Date(`${day}T00:00:00Z`);
+
+/** Entries per page: 100 unless asked, 1,000 at most. */
+const DEFAULT_PAGE = 100;
+const MAX_PAGE = 1_000;
 const isDay = isCalendarDate;
 
 /**
@@ -23,7 +28,7 @@ const isDay = isCalendarDate;
  * partner's net is the sum. Entries are written by the disbursement, repayment and refund services, in the
  * transaction of the change they record.
  */
-export function createBooksService() {
+export function createBooksService({ box }: { box: SecretBox }) {
   return {
     /** Deletes a partner's sandbox books entries (the sandbox reset), in the caller's transaction. */
     deleteSandbox(tx: Em, partnerId: string): Promise<number> {
@@ -49,8 +54,12 @@ export function createBooksService() {
       return repo.deleteSandboxOfLoans(tx, disbursementIds);
     },
 
-    /** The caller's entries between two UTC dates (inclusive, either may be empty), with totals. */
-    async list(em: Em, from: string, to: string) {
+    /**
+     * One page of the caller's entries between two UTC dates (inclusive, either may be empty), with the
+     * totals of the whole period. The cursor is sealed (it names a booking time and an internal id, neither
+     * of which a partner should read) and bound to the tenant and the period.
+     */
+    async list(em: Em, from: string, to: string, page: { limit: number; startingAfter: string }) {
       const problems: Record<string, string> = {};
       for (const [name, day] of [
         ["from", from],
@@ -59,20 +68,50 @@ export function createBooksService() {
         if (day && !(isDay(day) && day >= FIRST_DAY && day <= LAST_DAY))
           problems[name] = `must be a real date YYYY-MM-DD from ${FIRST_DAY} to ${LAST_DAY}`;
       if (!problems.from && !problems.to && from && to && from > to) problems.to = "must not be before from";
+      if (page.limit !== 0 && (!Number.isInteger(page.limit) || page.limit < 1 || page.limit > MAX_PAGE))
+        problems.limit = `must be 1 to ${MAX_PAGE}`;
       if (Object.keys(problems).length) throw validationFailed(problems);
+      const tenant = tenantOf(em);
+      const aad = `books-cursor:${tenant.partnerId}:${tenant.environment}:${from}:${to}`;
+      let after: { at: Date; id: bigint } | undefined;
+      if (page.startingAfter) {
+        try {
+          const [at, id] = JSON.parse(
+            box.open(Buffer.from(page.startingAfter, "base64url"), aad).toString("utf8"),
+          );
+          after = { at: new Date(at), id: BigInt(id) };
+        } catch {
+          throw new ApiError(
+            "invalid_argument",
+            "starting_after is not a cursor of this period's books: pass next_starting_after as it came.",
+          );
+        }
+      }
+      const limit = page.limit || DEFAULT_PAGE;
+      const start = from ? dayStart(from) : undefined;
       const until = to ? new Date(dayStart(to).getTime() + 86_400_000) : undefined;
-      const entries = await repo.list(em, from ? dayStart(from) : undefined, until);
-      const sum = (...kinds: BookKind[]) =>
-        entries.filter((e) => kinds.includes(e.kind)).reduce((s, e) => s + e.amountKobo, 0n);
+      const rows = await repo.page(em, start, until, after, limit + 1);
+      const entries = rows.slice(0, limit);
+      const last = entries.at(-1);
+      const hasMore = rows.length > limit && last !== undefined;
+      const nextStartingAfter = hasMore
+        ? box
+            .seal(Buffer.from(JSON.stringify([last.bookedAt.getTime(), last.id.toString()])), aad)
+            .toString("base64url")
+        : "";
+      const totals = await repo.totals(em, tenant, start, until);
+      const sum = (...kinds: BookKind[]) => kinds.reduce((s, k) => s + (totals.get(k) ?? 0n), 0n);
       return {
         entries,
+        hasMore,
+        nextStartingAfter,
         // Net of reversals: a reversed payout's principal and fee come back.
         principalOutKobo: sum("PRINCIPAL_OUT", "PRINCIPAL_REVERSED"),
         feesKobo: sum("FEE", "FEE_REVERSED"),
         repaymentsInKobo: sum("REPAYMENT_IN"),
         // Repayments given back after their payout was reversed (negative).
         refundsKobo: sum("REPAYMENT_REFUND"),
-        netKobo: entries.reduce((s, e) => s + e.amountKobo, 0n),
+        netKobo: [...totals.values()].reduce((s, v) => s + v, 0n),
       };
     },
   };
