@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeyService } from "../../gen/internal/v1/api_keys_pb.ts";
 import { PartnerService } from "../../gen/internal/v1/partners_pb.ts";
 import { ConsentAdminService, UserService } from "../../gen/internal/v1/users_pb.ts";
+import { addDays, lagosDay } from "../../src/platform/dates.ts";
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from "../../src/platform/db/embedded.ts";
 import { createLogger } from "../../src/platform/logger.ts";
 import { internalClient } from "../support/app.ts";
@@ -138,7 +139,8 @@ describe("two api and two worker processes under load, through crashes and a dat
     ]);
     const attempts: Attempt[] = [];
     const results = new Map<string, { id: string; body: string }>();
-    const dueDate = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10);
+    // Tomorrow in Lagos, as the service counts days (UTC's tomorrow is Lagos's today from 23:00 UTC).
+    const dueDate = addDays(lagosDay(new Date()), 1);
     let n = 0;
     let running = true;
     const write = async (idemKey: string, user: string) => {

@@ -23,7 +23,7 @@ const send = (path: string, body: Buffer, headers: Record<string, string>) =>
   fetch(`${t.partnerUrl}${path}`, {
     method: "POST",
     headers: { authorization: `Bearer ${p.sandboxKey}`, "content-type": "application/json", ...headers },
-    body,
+    body: new Uint8Array(body),
   });
 
 describe("compressed request bodies", () => {

@@ -2,6 +2,7 @@ import { randomInt } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { feeKobo } from "../../src/disbursements/fee.ts";
 import { ManualClock, ms } from "../../src/platform/clock.ts";
+import { addDays, lagosDay } from "../../src/platform/dates.ts";
 import { sql } from "../../src/platform/db/sql.ts";
 import { newId } from "../../src/platform/ids.ts";
 import { createWebhook } from "../factories/events.ts";
@@ -35,7 +36,10 @@ beforeAll(async () => {
 });
 afterAll(() => t?.stop());
 
-const dayOf = (offset: number) =>
+/** A Lagos day from the clock's (due dates are Lagos days: the first may be tomorrow in Lagos, CONTRACT.md §6). */
+const dayOf = (offset: number) => addDays(lagosDay(clock.now()), offset);
+/** A UTC day from the clock's (snapshots count days past due in UTC days). */
+const utcDayOf = (offset: number) =>
   new Date(clock.now().getTime() + offset * ms.day).toISOString().slice(0, 10);
 const debitTime = (date: string) => new Date(`${date}T07:00:00Z`);
 
@@ -195,7 +199,7 @@ describe("repayments", () => {
     const u = await createUser(t, { environment: "production" });
     const lenders = [await createPartner(t), await createPartner(t)];
     const em = t.app.orm.em.fork();
-    const day = (n: number) => dayOf(n);
+    const day = (n: number) => utcDayOf(n);
     // Lender 0: repaid, the second installment 2 days late. Lender 1: one collected on time, one 5 days
     // overdue and still owed, one cancelled past due, one not yet due.
     const loans: [number, string, [number, string, string | null][]][] = [
