@@ -23,7 +23,7 @@ export interface BenchService {
   peakRssMb(): Promise<number>;
 }
 
-/** Starts `node src/main.ts` with generous rate limits unless told otherwise. */
+/** Starts `node src/main.ts` with generous rate limits (and limits on expensive work) unless told otherwise. */
 export async function startService(env: Record<string, string> = {}): Promise<BenchService> {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "partner-api-bench-"));
   await fs.chmod(dataDir, 0o755);
@@ -38,6 +38,10 @@ export async function startService(env: Record<string, string> = {}): Promise<Be
       LOG_LEVEL: "info",
       RATE_LIMIT_READ: "100000000:100000000",
       RATE_LIMIT_WRITE: "100000000:100000000",
+      SNAPSHOT_CONCURRENCY_PER_KEY: "100000",
+      // The benchmarks' receivers listen on loopback.
+      ALLOW_LOCAL_WEBHOOKS: "true",
+      DISBURSEMENTS_PER_USER_PER_DAY: "1000000",
       ...env,
     },
     stdio: ["ignore", "pipe", "inherit"],
@@ -132,7 +136,8 @@ export async function load(
 /**
  * Open-loop load at a fixed rate: one request every 1/rate seconds, whatever the previous ones are doing
  * (autocannon's `overallRate` releases each second's quota in bursts, which measures its own queueing).
- * Returns latency percentiles of the responses.
+ * Returns latency percentiles of the responses, and how many got each status (with the error's `code` for
+ * non-2xx answers, such as `429 rate_limited`).
  */
 export async function paced(
   base: string | string[],
@@ -144,7 +149,14 @@ export async function paced(
     method?: string;
     body?: (i: number) => { body: string; headers: Record<string, string> };
   },
-): Promise<{ sent: number; p50Ms: number; p99Ms: number; non2xx: number; errors: number }> {
+): Promise<{
+  sent: number;
+  p50Ms: number;
+  p99Ms: number;
+  non2xx: number;
+  errors: number;
+  statuses: Record<string, number>;
+}> {
   const http = await import("node:http");
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
   // Several instances: requests go to each in turn.
@@ -152,6 +164,10 @@ export async function paced(
   const latencies: number[] = [];
   let non2xx = 0;
   let errors = 0;
+  const statuses: Record<string, number> = {};
+  const tally = (status: string) => {
+    statuses[status] = (statuses[status] ?? 0) + 1;
+  };
   const inflight: Promise<void>[] = [];
   const total = options.rate * options.seconds;
   const start = performance.now();
@@ -174,10 +190,24 @@ export async function paced(
             headers: { ...options.headers, ...extra?.headers },
           },
           (res) => {
-            res.resume();
+            const status = res.statusCode ?? 0;
+            const chunks: Buffer[] = [];
+            // Only an error's body is kept, for its code.
+            res.on("data", (c: Buffer) => {
+              if (status >= 300) chunks.push(c);
+            });
             res.on("end", () => {
               latencies.push(performance.now() - t0);
-              if ((res.statusCode ?? 0) >= 300) non2xx++;
+              if (status >= 300) {
+                non2xx++;
+                let code = "";
+                try {
+                  code = JSON.parse(Buffer.concat(chunks).toString()).code ?? "";
+                } catch {
+                  // not the API's JSON
+                }
+                tally(`${status}${code ? ` ${code}` : ""}`);
+              } else tally(String(status));
               resolve();
             });
           },
@@ -195,7 +225,7 @@ export async function paced(
   latencies.sort((a, b) => a - b);
   const pct = (p: number) =>
     Number((latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? 0).toFixed(2));
-  return { sent: total, p50Ms: pct(0.5), p99Ms: pct(0.99), non2xx, errors };
+  return { sent: total, p50Ms: pct(0.5), p99Ms: pct(0.99), non2xx, errors, statuses };
 }
 
 /** Sandbox users `usr_bench0…` with a `standing` consent for the partner, made over the internal API. */

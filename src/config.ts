@@ -46,6 +46,19 @@ export interface Config {
   allowLocalWebhooks: boolean;
   /** Per-API-key rate limits. */
   rateLimits: { read: BucketSpec; write: BucketSpec };
+  /** Limits on expensive work per partner (docs/rate-limits.md "Limits on expensive work"). */
+  expensiveLimits: {
+    /**
+     * SNAPSHOT_CONCURRENCY_PER_KEY: snapshot reads one API key may have in flight on one instance; past it,
+     * 429 `too_many_concurrent_reads` with `Retry-After: 1`.
+     */
+    snapshotConcurrencyPerKey: number;
+    /**
+     * DISBURSEMENTS_PER_USER_PER_DAY: disbursements one partner may create for one user in one environment
+     * in one Lagos day; past it, 429 `user_daily_disbursement_limit` until the next Lagos midnight.
+     */
+    disbursementsPerUserPerDay: number;
+  };
   /** Database connection pool size of this process. */
   dbPoolSize: number;
   /**
@@ -198,6 +211,40 @@ export const defaultRateLimits = {
   write: { capacity: 50, refillPerSecond: 25 },
 } as const satisfies Config["rateLimits"];
 
+/** Test sends and replays per partner and environment: 20 at once, then one a second (docs/rate-limits.md). */
+export const defaultWebhookSendLimit = { capacity: 20, refillPerSecond: 1 } as const satisfies BucketSpec;
+
+/** The webhook delivery limits, read together so they can be checked against each other. */
+function webhookLimits(env: Env) {
+  const maxInFlight = int(env, "WEBHOOK_MAX_IN_FLIGHT", 256, 1, 10_000);
+  const maxInFlightPerPartner = int(env, "WEBHOOK_MAX_IN_FLIGHT_PER_PARTNER", 64, 1, 10_000);
+  const maxInFlightPerDestination = int(env, "WEBHOOK_MAX_IN_FLIGHT_PER_DESTINATION", 8, 1, 10_000);
+  if (maxInFlightPerPartner > maxInFlight) {
+    throw new ConfigError(
+      "WEBHOOK_MAX_IN_FLIGHT_PER_PARTNER must be at most WEBHOOK_MAX_IN_FLIGHT: one partner may not take more than the whole",
+    );
+  }
+  if (maxInFlightPerDestination > maxInFlightPerPartner) {
+    throw new ConfigError(
+      "WEBHOOK_MAX_IN_FLIGHT_PER_DESTINATION must be at most WEBHOOK_MAX_IN_FLIGHT_PER_PARTNER",
+    );
+  }
+  return {
+    maxInFlight,
+    maxInFlightPerPartner,
+    maxInFlightPerDestination,
+    circuitFailures: int(env, "WEBHOOK_CIRCUIT_FAILURES", 5, 1, 1_000),
+    circuitMaxWaitMs: int(env, "WEBHOOK_CIRCUIT_MAX_WAIT_MS", 600_000, 5_000, 86_400_000),
+    sendRateLimit: bucket(env, "WEBHOOK_SEND_RATE_LIMIT", defaultWebhookSendLimit),
+  };
+}
+
+/** The default limits on expensive work (docs/rate-limits.md). */
+export const defaultExpensiveLimits = {
+  snapshotConcurrencyPerKey: 8,
+  disbursementsPerUserPerDay: 10,
+} as const satisfies Config["expensiveLimits"];
+
 /** Reads and validates the configuration. Fails fast with a message naming the variable. */
 export function loadConfig(env: Env = process.env): Readonly<Config> {
   const databaseUrl = env.DATABASE_URL || undefined;
@@ -271,6 +318,22 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     rateLimits: {
       read: bucket(env, "RATE_LIMIT_READ", defaultRateLimits.read),
       write: bucket(env, "RATE_LIMIT_WRITE", defaultRateLimits.write),
+    },
+    expensiveLimits: {
+      snapshotConcurrencyPerKey: int(
+        env,
+        "SNAPSHOT_CONCURRENCY_PER_KEY",
+        defaultExpensiveLimits.snapshotConcurrencyPerKey,
+        1,
+        100_000,
+      ),
+      disbursementsPerUserPerDay: int(
+        env,
+        "DISBURSEMENTS_PER_USER_PER_DAY",
+        defaultExpensiveLimits.disbursementsPerUserPerDay,
+        1,
+        1_000_000,
+      ),
     },
     dbPoolSize: int(env, "DB_POOL_SIZE", 10, 2, 200),
     dbTimeouts: {

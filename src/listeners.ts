@@ -204,7 +204,10 @@ export function partnerServices(services: Services): ServiceBinding[] {
       service: WebhookService,
       impl: replayable(createWebhookHandlers(services.webhooks, services.deliveries)) as never,
     },
-    { service: SnapshotService, impl: createSnapshotHandlers(services.snapshots) as never },
+    {
+      service: SnapshotService,
+      impl: createSnapshotHandlers(services.snapshots, services.snapshotReads, services.metrics) as never,
+    },
     {
       service: DisbursementService,
       impl: replayable(

@@ -34,6 +34,7 @@ import type { Logger } from "./platform/logger.ts";
 import { createMetrics } from "./platform/metrics.ts";
 import { registerDatabaseGauges } from "./platform/metrics-gauges.ts";
 import { ADDRESS_LIMITS, createAddressGuard } from "./ratelimit/address-guard.ts";
+import { createConcurrencyLimiter } from "./ratelimit/concurrency-limiter.ts";
 import { createRateLimiter } from "./ratelimit/rate-limiter.ts";
 import { createRetentionService } from "./retention/retention.service.ts";
 import { createSandboxFixtures } from "./sandbox/fixtures.ts";
@@ -139,6 +140,7 @@ export function createServices(deps: ServiceDeps) {
     logger,
     metrics,
     leaseMs: config.payoutResumeAfterMs,
+    perUserPerDay: config.expensiveLimits.disbursementsPerUserPerDay,
   });
   const standing = createStandingService({ clock, outbox, users, consents });
   const refunds = createRefundService({
@@ -165,6 +167,8 @@ export function createServices(deps: ServiceDeps) {
     instruments,
     standing,
     snapshots: createSnapshotService({ clock, signingKeys }),
+    /** Snapshot reads in flight per API key, on this instance. */
+    snapshotReads: createConcurrencyLimiter(config.expensiveLimits.snapshotConcurrencyPerKey),
     disbursements,
     repayments,
     refunds,

@@ -99,6 +99,11 @@ export const DisbursementEntity = defineEntity({
   ],
   indexes: [
     { name: "disbursements_by_user", properties: ["userId"] },
+    // The per-user daily limit's count: one partner's disbursements for one user since midnight in Lagos.
+    {
+      name: "disbursements_by_owner_user_day",
+      properties: ["partnerId", "environment", "userId", "createdAt"],
+    },
     {
       name: "disbursements_awaiting",
       properties: ["acceptanceExpiresAt"],

@@ -100,7 +100,10 @@ export function createDisbursementHandlers(
       };
     },
     async getBooks(req, ctx) {
-      const b = await books.list(emOf(ctx.values), req.from, req.to);
+      const b = await books.list(emOf(ctx.values), req.from, req.to, {
+        limit: req.limit,
+        startingAfter: req.startingAfter,
+      });
       return {
         entries: b.entries.map((e) => ({
           kind: e.kind,
@@ -114,6 +117,8 @@ export function createDisbursementHandlers(
         repaymentsInKobo: b.repaymentsInKobo,
         netKobo: b.netKobo,
         refundsKobo: b.refundsKobo,
+        hasMore: b.hasMore,
+        nextStartingAfter: b.nextStartingAfter,
       };
     },
     async createDisbursement(req, ctx) {

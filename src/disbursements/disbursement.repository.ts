@@ -167,6 +167,32 @@ export const disbursementRepository = {
     return rows.length === 1;
   },
 
+  /**
+   * Counts the disbursements a partner created for one user in one environment in `[from, until)`, after
+   * taking a transaction advisory lock on that partner, environment and user (held until the transaction
+   * ends). Concurrent creates for the same user thus count one after another, and each count (a new snapshot
+   * under READ COMMITTED) sees every create that went before it: two can never both pass at the limit.
+   * The range is read from `disbursements_by_owner_user_day`.
+   */
+  async lockAndCountForUser(
+    tx: Em,
+    owner: { partnerId: string; environment: Environment },
+    userId: string,
+    from: Date,
+    until: Date,
+  ): Promise<number> {
+    await sql(tx, "select pg_advisory_xact_lock(hashtextextended($1, 0))", [
+      `disbursements_per_user:${owner.partnerId}:${owner.environment}:${userId}`,
+    ]);
+    const [row] = await sql<{ n: number }>(
+      tx,
+      `select count(*)::int as n from disbursements
+        where partner_id = $1 and environment = $2 and user_id = $3 and created_at >= $4 and created_at < $5`,
+      [owner.partnerId, owner.environment, userId, from, until],
+    );
+    return row?.n ?? 0;
+  },
+
   /** A disbursement by its mandate page's token (the page knows no tenant), locked when asked. */
   async findByAcceptanceToken(em: Em, tokenHash: Buffer, lock: boolean): Promise<Disbursement | undefined> {
     const [row] = await sql(

@@ -6,7 +6,7 @@ import {
   type PartnerService,
 } from "../partners/partner.service.ts";
 import type { Clock } from "../platform/clock.ts";
-import { addDays, isCalendarDate, lagosDay } from "../platform/dates.ts";
+import { addDays, isCalendarDate, lagosDay, lagosDayStart, nextLagosMidnight } from "../platform/dates.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { failpoint } from "../platform/failpoints.ts";
@@ -95,6 +95,11 @@ export function createDisbursementService(o: {
   metrics?: Metrics;
   /** How long an attempt holds a PROCESSING payout (PAYOUT_RESUME_AFTER_MS; longer than a provider call). */
   leaseMs: number;
+  /**
+   * DISBURSEMENTS_PER_USER_PER_DAY: the most disbursements a partner may create for one user in one
+   * environment in one Lagos day (docs/rate-limits.md).
+   */
+  perUserPerDay: number;
 }) {
   const { clock, outbox } = o;
 
@@ -209,6 +214,29 @@ export function createDisbursementService(o: {
           missing.destination = "the user has no wallet on file for payouts; try BANK";
         if (!onFile.debit) missing.repaymentSchedule = "the user has no direct-debit authorisation on file";
         if (Object.keys(missing).length) throw validationFailed(missing);
+      }
+      // The per-user daily limit, counted in this transaction under a lock on (partner, environment, user), so
+      // concurrent creates at the limit admit exactly the limit. A replay never reaches here: it is answered
+      // from its idempotency record before the write runs.
+      const dayEnds = nextLagosMidnight(now);
+      const createdToday = await repo.lockAndCountForUser(
+        tx,
+        caller,
+        input.userId,
+        lagosDayStart(now),
+        dayEnds,
+      );
+      if (createdToday >= o.perUserPerDay) {
+        o.metrics?.expensiveLimitRejections.inc({ limit: "user_daily_disbursements" });
+        throw new ApiError(
+          "user_daily_disbursement_limit",
+          `You have created ${createdToday} disbursements for this user today (Lagos time), the most allowed ` +
+            `(${o.perUserPerDay}); retry after midnight in Lagos (${dayEnds.toISOString()}).`,
+          {
+            retryAfterSeconds: Math.max(1, Math.ceil((dayEnds.getTime() - now.getTime()) / 1000)),
+            details: { limit: o.perUserPerDay, resetsAt: dayEnds.toISOString() },
+          },
+        );
       }
       const id = newId("dsb");
       const mandate = o.mandates.mint(id);

@@ -21,3 +21,13 @@ export function lagosDay(now: Date): string {
 export function addDays(day: string, days: number): string {
   return new Date(Date.parse(`${day}T00:00:00Z`) + days * 86_400_000).toISOString().slice(0, 10);
 }
+
+/** The instant the Lagos day of `now` began: its midnight, 23:00 UTC the day before. */
+export function lagosDayStart(now: Date): Date {
+  return new Date(Date.parse(`${lagosDay(now)}T00:00:00Z`) - LAGOS_OFFSET_MS);
+}
+
+/** The next midnight in Lagos after `now` (the end of its Lagos day). */
+export function nextLagosMidnight(now: Date): Date {
+  return new Date(lagosDayStart(now).getTime() + 86_400_000);
+}

@@ -127,6 +127,22 @@ export const errorCodes = {
     message: "This Idempotency-Key was used with a different request.",
   },
   rate_limited: { http: 429, rpc: "resource_exhausted", message: "Too many requests; retry later." },
+  too_many_concurrent_reads: {
+    http: 429,
+    rpc: "resource_exhausted",
+    message: "Too many snapshot reads are in flight for this API key; retry after Retry-After.",
+  },
+  user_daily_disbursement_limit: {
+    http: 429,
+    rpc: "resource_exhausted",
+    message:
+      "This user has reached today's limit of disbursements from you (Lagos day); retry after midnight in Lagos.",
+  },
+  webhook_sends_rate_limited: {
+    http: 429,
+    rpc: "resource_exhausted",
+    message: "Too many webhook test sends and replays; retry after Retry-After seconds.",
+  },
   internal: { http: 500, rpc: "internal", message: "Something went wrong on our side." },
   unavailable: { http: 503, rpc: "unavailable", message: "The service is temporarily unavailable." },
 } as const satisfies Record<string, CodeSpec>;

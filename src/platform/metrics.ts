@@ -193,6 +193,10 @@ export function createMetrics() {
     "rate_limit_rejections_total",
     "Requests refused with 429 rate_limited, by class (read or write).",
   );
+  const expensiveLimitRejections = new Counter(
+    "expensive_limit_rejections_total",
+    "Requests refused with 429 by a limit on expensive work, by limit (snapshot_concurrency, user_daily_disbursements, webhook_sends).",
+  );
   const webhookAttempts = new Counter(
     "webhook_delivery_attempts_total",
     "Webhook delivery attempts by outcome: delivered, retrying (failed, another attempt planned), given_up.",
@@ -223,6 +227,7 @@ export function createMetrics() {
   const all: Metric[] = [
     http,
     rateLimitRejections,
+    expensiveLimitRejections,
     webhookAttempts,
     webhookLatency,
     webhookFirstAttemptDelay,
@@ -233,6 +238,7 @@ export function createMetrics() {
   return {
     http,
     rateLimitRejections,
+    expensiveLimitRejections,
     webhookAttempts,
     webhookLatency,
     webhookFirstAttemptDelay,

@@ -32,7 +32,8 @@ import { WebhookService } from "../../gen/partner/v1/webhooks_pb.ts";
  *
  * Every POST carries an `Idempotency-Key` (yours, or a fresh UUID), and a request that meets a 429, a 5xx,
  * a `409 idempotency_key_in_use` or a network error is sent again after the server's `Retry-After` (or an
- * exponential back-off with jitter), with the same key, so a retried write happens once.
+ * exponential back-off with jitter), with the same key, so a retried write happens once. A `Retry-After`
+ * longer than `maxRetryDelayMs` (a daily limit) is not waited for: the error is thrown at once.
  */
 
 /** The services of the partner API. */
@@ -85,7 +86,7 @@ export interface PartnerClientOptions {
   maxRetries?: number;
   /** First back-off delay when the server gives no `Retry-After` (default 250 ms), doubled each time. */
   retryBaseMs?: number;
-  /** Longest wait between attempts (default 30 s). */
+  /** Longest wait between attempts (default 30 s); a `Retry-After` longer than this is not retried. */
   maxRetryDelayMs?: number;
   /** A `fetch` of your own (default: the global one). */
   fetch?: typeof globalThis.fetch;
@@ -205,6 +206,7 @@ async function callRest(
 /** Sends, and sends again while the answer says to (429, 5xx, a key still in use, no answer at all). */
 async function withRetries(o: PartnerClientOptions, send: () => Promise<Response>): Promise<Response> {
   const maxRetries = o.maxRetries ?? 3;
+  const maxDelayMs = o.maxRetryDelayMs ?? 30_000;
   const sleep = o.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   for (let attempt = 0; ; attempt++) {
     let error: PartnerApiError;
@@ -214,16 +216,19 @@ async function withRetries(o: PartnerClientOptions, send: () => Promise<Response
       error = await errorOf(res);
       const retryable = RETRY_STATUSES.has(res.status) || error.code === "idempotency_key_in_use";
       if (!retryable || attempt >= maxRetries) throw error;
+      // Asked to wait longer than we would (a daily limit: until midnight in Lagos): a sooner retry would only
+      // be refused again, so the caller hears it now.
+      if (error.retryAfterSeconds !== undefined && error.retryAfterSeconds * 1000 > maxDelayMs) throw error;
     } catch (err) {
       if (err instanceof PartnerApiError) throw err;
       if ((err as Error).name === "AbortError" || attempt >= maxRetries)
         throw new PartnerApiError({ status: 0, code: "network_error", message: (err as Error).message });
       error = new PartnerApiError({ status: 0, code: "network_error", message: (err as Error).message });
     }
-    const backoff = Math.min(o.maxRetryDelayMs ?? 30_000, (o.retryBaseMs ?? 250) * 2 ** attempt);
+    const backoff = Math.min(maxDelayMs, (o.retryBaseMs ?? 250) * 2 ** attempt);
     const wait =
       error.retryAfterSeconds !== undefined
-        ? Math.min(o.maxRetryDelayMs ?? 30_000, error.retryAfterSeconds * 1000)
+        ? Math.min(maxDelayMs, error.retryAfterSeconds * 1000)
         : backoff / 2 + Math.random() * (backoff / 2);
     await sleep(wait);
   }

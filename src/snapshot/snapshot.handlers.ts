@@ -3,25 +3,44 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { type IngestService, LedgerEntry_Direction } from "../../gen/internal/v1/ingest_pb.ts";
 import type { SnapshotService as SnapshotApi } from "../../gen/partner/v1/snapshots_pb.ts";
 import type { LedgerService } from "../ledger/ledger.service.ts";
-import { validationFailed } from "../platform/errors.ts";
+import { ApiError, validationFailed } from "../platform/errors.ts";
+import type { Metrics } from "../platform/metrics.ts";
 import { callerOf, emOf } from "../platform/rpc/context.ts";
+import type { ConcurrencyLimiter } from "../ratelimit/concurrency-limiter.ts";
 import type { StandingService } from "../standing/standing.service.ts";
 import type { SnapshotService } from "./snapshot.service.ts";
 
 const encoder = new TextEncoder();
 
-/** `partner.v1.SnapshotService`: the signed document as an HttpBody, the same bytes on every face. */
-export function createSnapshotHandlers(snapshots: SnapshotService): ServiceImpl<typeof SnapshotApi> {
+/**
+ * `partner.v1.SnapshotService`: the signed document as an HttpBody, the same bytes on every face. A snapshot is
+ * the most expensive read, so each API key may have at most `reads.limit` in flight on this instance (past it,
+ * 429 `too_many_concurrent_reads`, refused before any query). The slot is held until the read's work ends,
+ * whatever the outcome (a refusal, an error, a client gone meanwhile), and given back in `finally`.
+ */
+export function createSnapshotHandlers(
+  snapshots: SnapshotService,
+  reads: ConcurrencyLimiter,
+  metrics?: Metrics,
+): ServiceImpl<typeof SnapshotApi> {
   return {
     async getSnapshot(req, ctx) {
-      const body = await snapshots.read(
-        emOf(ctx.values),
-        callerOf(ctx.values),
-        req.userId,
-        req.ledgerWindowDays,
-      );
-      ctx.responseHeader.set("cache-control", "no-store");
-      return { contentType: "application/json", data: encoder.encode(body) };
+      const caller = callerOf(ctx.values);
+      const release = reads.tryAcquire(caller.keyId);
+      if (!release) {
+        metrics?.expensiveLimitRejections.inc({ limit: "snapshot_concurrency" });
+        throw new ApiError("too_many_concurrent_reads", undefined, {
+          retryAfterSeconds: 1,
+          details: { limit: reads.limit },
+        });
+      }
+      try {
+        const body = await snapshots.read(emOf(ctx.values), caller, req.userId, req.ledgerWindowDays);
+        ctx.responseHeader.set("cache-control", "no-store");
+        return { contentType: "application/json", data: encoder.encode(body) };
+      } finally {
+        release();
+      }
     },
   };
 }

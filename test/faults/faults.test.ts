@@ -52,6 +52,8 @@ const env = (role: string) => ({
   WEBHOOK_SWEEP_INTERVAL_MS: "1000",
   RATE_LIMIT_WRITE: "100000:100000",
   RATE_LIMIT_READ: "100000:100000",
+  // Many loans for each of ten users in one day: the load is the point, not the per-user daily limit.
+  DISBURSEMENTS_PER_USER_PER_DAY: "100000",
   DB_POOL_SIZE: "5",
 });
 // Workers run two days ahead, so the repayments due tomorrow are debited during the run.

@@ -79,6 +79,18 @@ describe("configuration", () => {
     });
   });
 
+  it("reads the limits on expensive work, 8 snapshot reads in flight per key and 10 disbursements per user a day by default", () => {
+    expect(loadConfig({}).expensiveLimits).toEqual({
+      snapshotConcurrencyPerKey: 8,
+      disbursementsPerUserPerDay: 10,
+    });
+    expect(
+      loadConfig({ SNAPSHOT_CONCURRENCY_PER_KEY: "32", DISBURSEMENTS_PER_USER_PER_DAY: "3" }).expensiveLimits,
+    ).toEqual({ snapshotConcurrencyPerKey: 32, disbursementsPerUserPerDay: 3 });
+    expect(() => loadConfig({ SNAPSHOT_CONCURRENCY_PER_KEY: "0" })).toThrow(/SNAPSHOT_CONCURRENCY_PER_KEY/);
+    expect(() => loadConfig({ DISBURSEMENTS_PER_USER_PER_DAY: "ten" })).toThrow(ConfigError);
+  });
+
   it("takes the payment provider's URL and secret key together, or leaves production without one", () => {
     expect(loadConfig({}).paymentProvider).toBeUndefined();
     expect(() => loadConfig({ PAYMENT_PROVIDER_URL: "https://api.example.com" })).toThrow(

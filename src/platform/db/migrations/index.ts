@@ -12,6 +12,7 @@ import { Migration20261123020000_refunds } from "./Migration20261123020000_refun
 import { Migration20261123100000_retention } from "./Migration20261123100000_retention.ts";
 import { Migration20261123120000_repayment_histories } from "./Migration20261123120000_repayment_histories.ts";
 import { Migration20261123121000_sandbox_isolation } from "./Migration20261123121000_sandbox_isolation.ts";
+import { Migration20261123130000_disbursement_daily_limit } from "./Migration20261123130000_disbursement_daily_limit.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -29,4 +30,8 @@ export const migrations = [
   { name: "Migration20261123100000_retention", class: Migration20261123100000_retention },
   { name: "Migration20261123120000_repayment_histories", class: Migration20261123120000_repayment_histories },
   { name: "Migration20261123121000_sandbox_isolation", class: Migration20261123121000_sandbox_isolation },
+  {
+    name: "Migration20261123130000_disbursement_daily_limit",
+    class: Migration20261123130000_disbursement_daily_limit,
+  },
 ];
