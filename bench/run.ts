@@ -5,15 +5,19 @@ import { spawn } from "node:child_process";
 import path from "node:path";
 import { createInterface } from "node:readline";
 
-// Each benchmark, and the scale-out runs: the webhook one with a second worker process on the same database,
-// the snapshot one with a second api process.
+// Each benchmark, and the scale-out runs: the webhook and retry ones with a second worker process on the same
+// database, the snapshot one with a second api process.
 const benches: { name: string; file: string; env?: Record<string, string> }[] = [
   { name: "keys", file: "keys" },
   { name: "webhooks", file: "webhooks" },
+  { name: "fairness", file: "fairness" },
+  { name: "retries", file: "retries" },
   { name: "snapshot", file: "snapshot" },
   { name: "disbursements", file: "disbursements" },
+  { name: "isolation", file: "isolation" },
   { name: "scaleout", file: "scaleout" },
   { name: "scaleout webhooks", file: "webhooks", env: { BENCH_INSTANCES: "2" } },
+  { name: "scaleout retries", file: "retries", env: { BENCH_INSTANCES: "2" } },
   { name: "scaleout snapshots", file: "snapshot", env: { BENCH_INSTANCES: "2" } },
 ];
 const rows: Record<string, unknown>[] = [];

@@ -35,6 +35,11 @@ export interface AppOptions {
   clock?: Clock;
   /** DNS for webhook destinations (tests play DNS with it). */
   resolver?: Resolver;
+  /**
+   * Tests only (never configuration): with ALLOW_LOCAL_WEBHOOKS, production subscriptions may have local
+   * destinations too, for tests whose point is production delivery.
+   */
+  productionLocalWebhooks?: boolean;
 }
 
 /** A running service. */
@@ -93,9 +98,15 @@ export async function createApp(options: AppOptions): Promise<App> {
     jobs,
     logger,
     resolver: options.resolver,
+    productionLocalWebhooks: options.productionLocalWebhooks,
     dataKeys,
     publicUrl: () => config.publicUrl ?? boundUrl,
   });
+
+  // A PostgreSQL on loopback (the embedded one) is this service's too: never a webhook destination.
+  const db = URL.parse(databaseUrl);
+  if (db && /^(localhost|127\.[\d.]+|\[::1\])$/.test(db.hostname))
+    services.destinations.ownPorts.add(Number(db.port || 5432));
 
   const created = await services.signingKeys.maintain(orm.em.fork());
   if (created.length) logger.info("created signing keys", { kids: created });
@@ -154,6 +165,8 @@ export async function createApp(options: AppOptions): Promise<App> {
     partner: config.role !== "worker",
   });
   if (listeners.partnerUrl) boundUrl = listeners.partnerUrl;
+  for (const url of [listeners.partnerUrl, listeners.internalUrl])
+    if (url) services.destinations.ownPorts.add(Number(new URL(url).port));
 
   let stopped: Promise<void> | undefined;
   return {
@@ -170,6 +183,8 @@ export async function createApp(options: AppOptions): Promise<App> {
         for (const stop of stoppers) stop();
         await listeners.close();
         await boss.stop({ graceful: true, timeout: 10_000, close: true });
+        // Webhook attempts under way end and are recorded; deliveries waiting in this process are let go.
+        await services.deliveryWorker.stop();
         services.sender.close();
         await changes.close();
         await orm.close();

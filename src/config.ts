@@ -96,6 +96,21 @@ export interface Config {
     timeoutMs: number;
     /** How often a worker looks for overdue deliveries whose wake-up was lost. */
     sweepIntervalMs: number;
+    /**
+     * Attempts one worker process has in flight at once, per environment (sandbox and production each have
+     * this many, so neither can starve the other).
+     */
+    maxInFlight: number;
+    /** Attempts in flight at once to one partner's subscriptions, per environment, in one worker process. */
+    maxInFlightPerPartner: number;
+    /** Attempts in flight at once to one subscription (one destination URL), in one worker process. */
+    maxInFlightPerDestination: number;
+    /** Consecutive failed attempts (errors, time-outs, non-2xx) after which a subscription's circuit opens. */
+    circuitFailures: number;
+    /** The longest an open circuit waits between probes (the wait doubles from 5 s up to this). */
+    circuitMaxWaitMs: number;
+    /** Test sends and replays, per partner and environment (their own bucket, beside the per-key limits). */
+    sendRateLimit: BucketSpec;
   };
   /** How long finished data is kept before the hourly purge deletes it (docs/operations.md "Retention"). */
   retention: {
@@ -314,7 +329,8 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     publicUrl: publicUrl?.replace(/\/+$/, ""),
     role: oneOf(env, "ROLE", ["all", "api", "worker"] as const, "all"),
     logLevel: oneOf(env, "LOG_LEVEL", ["debug", "info", "warn", "error", "silent"] as const, "info"),
-    allowLocalWebhooks: bool(env, "ALLOW_LOCAL_WEBHOOKS", databaseUrl === undefined),
+    // Never implied (not even by the embedded default): local development, the tests and the benchmarks set it.
+    allowLocalWebhooks: bool(env, "ALLOW_LOCAL_WEBHOOKS", false),
     rateLimits: {
       read: bucket(env, "RATE_LIMIT_READ", defaultRateLimits.read),
       write: bucket(env, "RATE_LIMIT_WRITE", defaultRateLimits.write),
@@ -368,6 +384,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       connectTimeoutMs: int(env, "WEBHOOK_CONNECT_TIMEOUT_MS", 5_000, 100, 60_000),
       timeoutMs: int(env, "WEBHOOK_TIMEOUT_MS", 30_000, 100, 120_000),
       sweepIntervalMs: int(env, "WEBHOOK_SWEEP_INTERVAL_MS", 10_000, 100, 3_600_000),
+      ...webhookLimits(env),
     },
     retention: {
       days: retentionDays(env, "RETENTION_DAYS", 30),

@@ -27,9 +27,19 @@ async function main(): Promise<void> {
   const offsetMs = Number(process.env.TEST_CLOCK_OFFSET_MS ?? 0);
   if (offsetMs) logger.warn("the clock runs ahead (TEST_CLOCK_OFFSET_MS): tests only", { offsetMs });
   const clock = offsetMs ? { now: () => new Date(Date.now() + offsetMs) } : undefined;
+  // Fault tests only: production subscriptions may use local destinations too (with ALLOW_LOCAL_WEBHOOKS), for
+  // tests whose point is production delivery. Never in a deployment.
+  const productionLocalWebhooks = process.env.TEST_PRODUCTION_LOCAL_WEBHOOKS === "true";
+  if (productionLocalWebhooks)
+    logger.warn(
+      "production webhooks may go to local destinations (TEST_PRODUCTION_LOCAL_WEBHOOKS): tests only",
+      {
+        effective: config.allowLocalWebhooks,
+      },
+    );
   let app: Awaited<ReturnType<typeof createApp>>;
   try {
-    app = await createApp({ config, logger, clock, ...runtime });
+    app = await createApp({ config, logger, clock, productionLocalWebhooks, ...runtime });
   } catch (err) {
     await runtime.embedded?.stop().catch(() => undefined);
     if (err instanceof MasterKeyMismatchError) {

@@ -46,7 +46,7 @@ import { createPaymentInstrumentStore } from "./users/payment-instruments.ts";
 import { createUserService } from "./users/user.service.ts";
 import { createDeliveriesService } from "./webhooks/deliveries.service.ts";
 import { createDeliveryWorker } from "./webhooks/delivery.worker.ts";
-import { type Resolver, systemResolver } from "./webhooks/destination.ts";
+import { type DestinationPolicy, type Resolver, systemResolver } from "./webhooks/destination.ts";
 import { createOutbox } from "./webhooks/outbox.ts";
 import { createSender } from "./webhooks/sender.ts";
 import { createWebhookService } from "./webhooks/webhook.service.ts";
@@ -64,6 +64,8 @@ export interface ServiceDeps {
   logger: Logger;
   /** DNS for webhook destinations; tests replace it to play DNS. */
   resolver?: Resolver;
+  /** Tests only: local webhook destinations for production subscriptions too (see `DestinationPolicy`). */
+  productionLocalWebhooks?: boolean;
   /** Keys for keyed hashes and CSRF tokens, kept sealed in the database. */
   dataKeys: DataKeys;
   /** Base URL of pages people open (consent links): PUBLIC_URL, or the partner listener once bound. */
@@ -76,12 +78,21 @@ export type Services = ReturnType<typeof createServices>;
 /** Builds every service. Nothing here listens or polls: that is the app's job, per role. */
 export function createServices(deps: ServiceDeps) {
   const { config, orm, clock, changes, box, jobs, logger } = deps;
-  const destinations = { allowLocal: config.allowLocalWebhooks, resolver: deps.resolver ?? systemResolver };
+  const destinations: DestinationPolicy & { ownPorts: Set<number> } = {
+    allowLocal: config.allowLocalWebhooks,
+    allowLocalInProduction: deps.productionLocalWebhooks === true,
+    resolver: deps.resolver ?? systemResolver,
+    // Never a webhook destination: the configured ports now (a worker's deliveries may start before, or
+    // without, the listeners), the bound ones added by the app once its listeners are up.
+    ownPorts: new Set([config.port, config.internalPort].filter((port) => port > 0)),
+  };
   const outbox = createOutbox({ jobs, clock });
   const sender = createSender({
     policy: destinations,
     connectTimeoutMs: config.webhooks.connectTimeoutMs,
     timeoutMs: config.webhooks.timeoutMs,
+    // Both environments' attempts in flight: the worker's limits bound the sockets, not the agent's queue.
+    maxSockets: 2 * config.webhooks.maxInFlight,
   });
   const users = createUserService({ clock, box, phoneKey: deps.dataKeys["phone-hash"] });
   const partners = createPartnerService({ clock });
@@ -220,7 +231,16 @@ export function createServices(deps: ServiceDeps) {
     idempotency,
     outbox,
     sender,
-    webhooks: createWebhookService({ clock, box, outbox, destinations }),
+    /** Where webhooks may go; the app adds its listeners' ports once bound. */
+    destinations,
+    webhooks: createWebhookService({
+      clock,
+      box,
+      outbox,
+      destinations,
+      sendLimit: config.webhooks.sendRateLimit,
+      metrics,
+    }),
     deliveries: createDeliveriesService({ clock }),
     metrics,
     retention: createRetentionService({
@@ -243,13 +263,19 @@ export function createServices(deps: ServiceDeps) {
       sender,
       outbox,
       logger,
+      fork: () => orm.em.fork(),
+      limits: config.webhooks,
+      circuit: { threshold: config.webhooks.circuitFailures, maxWaitMs: config.webhooks.circuitMaxWaitMs },
       onAttempt: (a) => {
         metrics.webhookAttempts.inc({ outcome: a.outcome });
         metrics.webhookLatency.observe({ outcome: a.outcome }, a.latencyMs / 1000);
         if (a.firstAttempt) metrics.webhookFirstAttemptDelay.observe({}, a.sinceCreatedMs / 1000);
+        if (a.lateMs !== undefined) metrics.webhookAttemptLateness.observe({}, Math.max(0, a.lateMs) / 1000);
       },
-      // A claim outlives the longest attempt, so a live worker never loses a delivery to another.
-      leaseMs: config.webhooks.timeoutMs + 5_000,
+      onDeferred: (reason, count) => metrics.webhookDeferred.inc({ reason }, count),
+      // Resolving and connecting, then the request: a claim outlives it, so a live worker never loses one.
+      attemptMs: config.webhooks.connectTimeoutMs + config.webhooks.timeoutMs,
+      holdMs: Math.min(5_000, config.webhooks.timeoutMs),
       sweepGraceMs: 5_000,
     }),
   };

@@ -211,6 +211,15 @@ export function createMetrics() {
     "Time from an event's creation to the first attempt at delivering it.",
     latencyBuckets,
   );
+  const webhookAttemptLateness = new Histogram(
+    "webhook_delivery_attempt_lateness_seconds",
+    "How late a scheduled attempt (a retry, or a delivery moved to a later time) started after its planned time.",
+    latencyBuckets,
+  );
+  const webhookDeferred = new Counter(
+    "webhook_deliveries_deferred_total",
+    "Deliveries moved to a later time instead of being attempted at once, by reason: capacity (its subscription or partner at its limit in flight), circuit (its subscription's circuit open).",
+  );
   const payouts = new Counter(
     "payouts_total",
     "Payout outcomes recorded by this process, by environment and outcome (delivered, failed, reversed).",
@@ -231,6 +240,8 @@ export function createMetrics() {
     webhookAttempts,
     webhookLatency,
     webhookFirstAttemptDelay,
+    webhookAttemptLateness,
+    webhookDeferred,
     payouts,
     debits,
     retentionPurged,
@@ -242,6 +253,8 @@ export function createMetrics() {
     webhookAttempts,
     webhookLatency,
     webhookFirstAttemptDelay,
+    webhookAttemptLateness,
+    webhookDeferred,
     payouts,
     debits,
     retentionPurged,

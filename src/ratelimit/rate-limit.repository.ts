@@ -1,4 +1,5 @@
 import type { Em } from "../platform/db/orm.ts";
+import { sql } from "../platform/db/sql.ts";
 
 /** The rate limit feature's table (rate_limit_buckets), reached only through its `rate_limit_take()` function. */
 export const rateLimitRepository = {
@@ -22,5 +23,25 @@ export const rateLimitRepository = {
         want,
       ]);
     return rows[0];
+  },
+
+  /**
+   * The same, on `em`'s transaction when it has one: for a limit checked inside a request's unit of work (an
+   * idempotent POST runs in its transaction, where another pooled connection must not be taken). A token taken
+   * by a request whose transaction rolls back is given back with it.
+   */
+  async takeWithin(
+    em: Em,
+    bucket: string,
+    capacity: number,
+    refillPerSecond: number,
+    want: number,
+  ): Promise<{ granted: number; remaining: number } | undefined> {
+    const [row] = await sql<{ granted: number; remaining: number }>(
+      em,
+      "select granted, remaining from rate_limit_take($1::text, $2::float8, $3::float8, $4::int)",
+      [bucket, capacity, refillPerSecond, want],
+    );
+    return row;
   },
 };

@@ -1,5 +1,6 @@
 import { promises as dns } from "node:dns";
 import { BlockList, isIP } from "node:net";
+import type { Environment } from "../platform/tenancy.ts";
 
 /** A resolved address. */
 export interface ResolvedAddress {
@@ -19,10 +20,37 @@ export const systemResolver: Resolver = async (hostname) =>
 
 /** Where webhooks may go. */
 export interface DestinationPolicy {
-  /** Local development: http and loopback destinations allowed. Off in production. */
+  /**
+   * Local development (`ALLOW_LOCAL_WEBHOOKS`, off unless set): http and loopback destinations allowed for
+   * sandbox subscriptions only, and never a port this process listens on.
+   */
   allowLocal: boolean;
+  /**
+   * Tests only, never set by configuration: with `allowLocal`, production subscriptions get the local rules
+   * too (for tests whose point is production delivery: provider payouts, the environments' own lanes).
+   */
+  allowLocalInProduction?: boolean;
   resolver: Resolver;
+  /**
+   * The ports this process's own listeners are bound to (the partner and internal APIs, and a PostgreSQL on
+   * loopback), filled in once they are: a loopback destination on one of them is refused even when local
+   * destinations are allowed, so a partner cannot make the service call itself (the internal API, /metrics)
+   * and read the answer back.
+   */
+  ownPorts?: Set<number>;
 }
+
+/**
+ * Whether local destinations (http, loopback) are allowed for a subscription of this environment: only with
+ * the switch, and only in sandbox. A caller that does not say which environment gets the switch alone.
+ */
+export function localAllowed(policy: DestinationPolicy, environment?: Environment): boolean {
+  if (!policy.allowLocal) return false;
+  return environment !== "production" || policy.allowLocalInProduction === true;
+}
+
+/** The port a URL connects to. */
+export const portOf = (url: URL): number => Number(url.port || (url.protocol === "https:" ? 443 : 80));
 
 /** Why a destination is refused. */
 export type DestinationProblem = "destination_not_allowed" | "dns_error";
@@ -153,10 +181,17 @@ export function parseDestination(raw: string, allowLocal: boolean): URL {
 
 /**
  * Resolves the host and checks every address it has; a host with any forbidden address is refused
- * outright (so DNS rebinding between the check and the connection gains nothing). Returns the address to
- * connect to, which the caller pins for the connection.
+ * outright (so DNS rebinding between the check and the connection gains nothing). Loopback is allowed only
+ * under {@link localAllowed} for the subscription's environment, and never on a port of this service's own.
+ * Returns the address to connect to, which the caller pins for the connection. Messages name the host as
+ * the partner wrote it, never what it resolved to.
  */
-export async function vetHost(hostname: string, policy: DestinationPolicy): Promise<ResolvedAddress> {
+export async function vetHost(
+  hostname: string,
+  policy: DestinationPolicy,
+  port?: number,
+  environment?: Environment,
+): Promise<ResolvedAddress> {
   const host = hostname.startsWith("[") ? hostname.slice(1, -1) : hostname;
   let addresses: ResolvedAddress[];
   if (isIP(host)) {
@@ -168,13 +203,21 @@ export async function vetHost(hostname: string, policy: DestinationPolicy): Prom
       throw new DestinationError("dns_error", `${host} does not resolve`, { cause: err });
     }
   }
-  if (addresses.length === 0) throw new DestinationError("dns_error", `${host} has no addresses`);
-  const bad = addresses.find((a) => !addressAllowed(a.address, policy.allowLocal));
-  if (bad) {
+  if (addresses.length === 0) throw new DestinationError("dns_error", `${host} does not resolve`);
+  const local = localAllowed(policy, environment);
+  const own = (a: ResolvedAddress) =>
+    port !== undefined && policy.ownPorts?.has(port) === true && !addressAllowed(a.address, false);
+  if (addresses.some((a) => !addressAllowed(a.address, local))) {
     // What the name resolved to is not said: it would map the service's own network for a partner.
     throw new DestinationError(
       "destination_not_allowed",
       `${host} is not a public address, so it is not allowed`,
+    );
+  }
+  if (addresses.some(own)) {
+    throw new DestinationError(
+      "destination_not_allowed",
+      `${host} on port ${port} is this service's own listener, so it is not allowed`,
     );
   }
   return addresses[0] as ResolvedAddress;

@@ -1,13 +1,27 @@
 import type { Clock } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { newId } from "../platform/ids.ts";
+import type { QueueName } from "../platform/jobs/boss.ts";
 import type { Jobs } from "../platform/jobs/jobs.ts";
-import type { Environment } from "../platform/tenancy.ts";
+import { type Environment, environments } from "../platform/tenancy.ts";
 import { type EventType, subscribed } from "./event-types.ts";
 import { webhookRepository as repo } from "./webhook.repository.ts";
 
-/** The queue that wakes the delivery worker; its jobs carry only the delivery id. */
-export const DELIVER_QUEUE = "webhooks.deliver";
+/**
+ * The queues that wake the delivery worker, one per environment (so a flood of sandbox wake-ups never waits in
+ * front of production's, nor the other way round); their jobs carry only the delivery id.
+ */
+export const DELIVER_QUEUES = {
+  production: "webhooks.deliver",
+  sandbox: "webhooks.deliver-sandbox",
+} as const satisfies Record<Environment, QueueName>;
+
+/** A delivery to wake: its id, its environment (which queue), and when (now, unless later). */
+export interface WakeUp {
+  id: string;
+  environment: Environment;
+  startAfter?: Date;
+}
 
 /** An event to raise. */
 export interface RaiseInput {
@@ -36,8 +50,8 @@ export interface Outbox {
    * delivery. All of it commits with the caller's change or not at all.
    */
   raise(tx: Em, input: RaiseInput): Promise<RaisedEvent>;
-  /** Queues wake-ups for deliveries, inside the caller's transaction. */
-  enqueue(tx: Em, deliveries: { id: string; startAfter?: Date }[]): Promise<void>;
+  /** Queues wake-ups for deliveries, inside the caller's transaction, each on its environment's queue. */
+  enqueue(tx: Em, deliveries: WakeUp[]): Promise<void>;
 }
 
 /** Creates the outbox. */
@@ -45,14 +59,18 @@ export function createOutbox({ jobs, clock }: { jobs: Jobs; clock: Clock }): Out
   const enqueue: Outbox["enqueue"] = async (tx, deliveries) => {
     if (deliveries.length === 0) return;
     if (!tx.isInTransaction()) throw new Error("the outbox needs the caller's transaction");
-    await jobs.insert(
-      tx,
-      DELIVER_QUEUE,
-      deliveries.map((d) => ({
-        data: { deliveryId: d.id },
-        ...(d.startAfter && { startAfter: d.startAfter }),
-      })),
-    );
+    for (const environment of environments) {
+      const some = deliveries.filter((d) => d.environment === environment);
+      if (some.length === 0) continue;
+      await jobs.insert(
+        tx,
+        DELIVER_QUEUES[environment],
+        some.map((d) => ({
+          data: { deliveryId: d.id },
+          ...(d.startAfter && { startAfter: d.startAfter }),
+        })),
+      );
+    }
   };
 
   return {
@@ -82,7 +100,7 @@ export function createOutbox({ jobs, clock }: { jobs: Jobs; clock: Clock }): Out
       );
       await enqueue(
         tx,
-        deliveryIds.map((id) => ({ id })),
+        deliveryIds.map((id) => ({ id, environment: input.environment })),
       );
       return { eventId, deliveryIds };
     },

@@ -1,7 +1,8 @@
 import http from "node:http";
 import https from "node:https";
 import type { LookupFunction } from "node:net";
-import { DestinationError, type DestinationPolicy, vetHost } from "./destination.ts";
+import type { Environment } from "../platform/tenancy.ts";
+import { DestinationError, type DestinationPolicy, portOf, vetHost } from "./destination.ts";
 
 /** Why an attempt got no HTTP answer. */
 export type AttemptError =
@@ -31,6 +32,11 @@ export interface SenderOptions {
   connectTimeoutMs: number;
   /** Time allowed for the whole attempt (SPEC.md: 30 s). */
   timeoutMs: number;
+  /**
+   * Connections per destination host (64 by default). The delivery worker bounds attempts in flight itself; a
+   * lower bound here would queue one partner's attempts behind another's on a shared host.
+   */
+  maxSockets?: number;
 }
 
 const KEEP_BODY = 4096;
@@ -39,7 +45,16 @@ const USER_AGENT = "PartnerUnderwritingAPI-Webhooks/1";
 
 /** POSTs webhook bodies: vetted and pinned destination, bounded time, no redirects, first 4 KiB kept. */
 export interface Sender {
-  post(url: string, body: string, headers: Record<string, string>): Promise<AttemptResult>;
+  /**
+   * `environment` is the subscription's: local destinations (ALLOW_LOCAL_WEBHOOKS) are for sandbox ones only.
+   * Without it, the switch alone decides (the checks at create and update have already applied the rule).
+   */
+  post(
+    url: string,
+    body: string,
+    headers: Record<string, string>,
+    environment?: Environment,
+  ): Promise<AttemptResult>;
   close(): void;
 }
 
@@ -53,14 +68,20 @@ function classify(err: unknown): AttemptError {
 }
 
 /** Creates a sender with keep-alive connection pools. */
-export function createSender({ policy, connectTimeoutMs, timeoutMs }: SenderOptions): Sender {
-  const agentOptions = { keepAlive: true, maxSockets: 64, maxFreeSockets: 32, scheduling: "lifo" as const };
+export function createSender({
+  policy,
+  connectTimeoutMs,
+  timeoutMs,
+  maxSockets = 64,
+}: SenderOptions): Sender {
+  const agentOptions = { keepAlive: true, maxSockets, maxFreeSockets: 32, scheduling: "lifo" as const };
   const agents = { "http:": new http.Agent(agentOptions), "https:": new https.Agent(agentOptions) };
 
   const post = async (
     rawUrl: string,
     body: string,
     headers: Record<string, string>,
+    environment?: Environment,
   ): Promise<AttemptResult> => {
     const started = performance.now();
     const done = (r: Omit<AttemptResult, "latencyMs">): AttemptResult => ({
@@ -73,7 +94,7 @@ export function createSender({ policy, connectTimeoutMs, timeoutMs }: SenderOpti
       // answers does not hold the worker. (A system lookup cannot be cancelled; it is left to finish.)
       let timer: NodeJS.Timeout | undefined;
       const target = await Promise.race([
-        vetHost(url.hostname, policy),
+        vetHost(url.hostname, policy, portOf(url), environment),
         new Promise<never>((_, reject) => {
           timer = setTimeout(
             () => reject(new DestinationError("dns_error", `${url.hostname} does not resolve in time`)),

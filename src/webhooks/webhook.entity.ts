@@ -26,6 +26,15 @@ export const WebhookEntity = defineEntity({
     previousSecretExpiresAt: p.datetime().nullable(),
     createdAt: p.datetime(),
     updatedAt: p.datetime(),
+    /** Consecutive failed attempts (errors, time-outs, non-2xx); a success resets it. */
+    failureStreak: p.integer().default(0),
+    /** When the circuit opened (the streak reached the threshold); null while it is closed. */
+    circuitOpenedAt: p.datetime().nullable(),
+    /**
+     * While the circuit is open, deliveries wait until then; then one probe may go (it holds the circuit
+     * until its attempt ends). Null while the circuit is closed.
+     */
+    circuitOpenUntil: p.datetime().nullable(),
     /** Deleted subscriptions are kept (their deliveries point at them) and hidden. */
     deletedAt: p.datetime().nullable(),
   },

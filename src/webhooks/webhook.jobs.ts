@@ -3,8 +3,9 @@ import { ms } from "../platform/clock.ts";
 import type { Orm } from "../platform/db/orm.ts";
 import type { Jobs } from "../platform/jobs/jobs.ts";
 import type { Logger } from "../platform/logger.ts";
+import { environments } from "../platform/tenancy.ts";
 import type { DeliveryWorker } from "./delivery.worker.ts";
-import { DELIVER_QUEUE } from "./outbox.ts";
+import { DELIVER_QUEUES } from "./outbox.ts";
 import { webhookRepository } from "./webhook.repository.ts";
 
 /** Attempts older than this are deleted by the hourly housekeeping (stats need 24 hours). */
@@ -22,20 +23,33 @@ export interface WebhookJobsOptions {
 }
 
 /**
- * The webhook worker: deliveries in batches (woken by NOTIFY the moment a delivery commits), the sweeper
- * that re-queues overdue deliveries, and the hourly housekeeping of attempts. Returns a function that stops
- * the sweeper.
+ * The webhook worker: wake-ups taken in batches from one queue per environment (woken by NOTIFY the moment a
+ * delivery commits), the sweeper that re-queues overdue deliveries, and the hourly housekeeping of attempts.
+ * A batch of wake-ups only claims its deliveries and hands them to the delivery worker, whose limits decide
+ * when each is attempted: no job waits for an endpoint. Returns a function that stops the sweeper.
  */
 export async function startWebhookJobs(o: WebhookJobsOptions): Promise<() => void> {
-  await o.jobs.workBatch(
-    DELIVER_QUEUE,
-    { batchSize: 50, localConcurrency: 2, burstWhenBatchFull: true, pollingIntervalSeconds: 1 },
-    (em, jobs) =>
-      o.worker.processBatch(
-        em,
-        jobs.map((j) => j.deliveryId),
-      ),
-  );
+  for (const environment of environments) {
+    await o.jobs.workBatch(
+      DELIVER_QUEUES[environment],
+      {
+        batchSize: 50,
+        localConcurrency: 2,
+        burstWhenBatchFull: true,
+        // A delayed wake-up (a retry, a delivery moved to later) gets no NOTIFY: it is fetched by polling,
+        // which pg-boss slows to 30 s while NOTIFY works. Half a second keeps it on time when the in-process
+        // timer of the worker that scheduled it is gone (a restart, another instance); an empty poll is one
+        // indexed query.
+        pollingIntervalSeconds: 0.5,
+        notifyPollingIntervalSeconds: 0.5,
+      },
+      (em, jobs) =>
+        o.worker.admit(
+          em,
+          jobs.map((j) => j.deliveryId),
+        ),
+    );
+  }
   await o.jobs.work("webhooks.housekeeping", { batchSize: 1 }, async (em) => {
     const before = new Date(o.clock.now().getTime() - ATTEMPT_RETENTION_MS);
     return { attempts: await webhookRepository.purgeAttempts(em, before) };

@@ -1,7 +1,7 @@
 import { LockMode } from "@mikro-orm/core";
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
-import { type Tenant, tenantOf } from "../platform/tenancy.ts";
+import { type Environment, type Tenant, tenantOf } from "../platform/tenancy.ts";
 import { type WebhookDelivery, WebhookDeliveryEntity } from "./delivery.entity.ts";
 import { EventEntity } from "./event.entity.ts";
 import { type Webhook, WebhookEntity } from "./webhook.entity.ts";
@@ -25,8 +25,15 @@ export interface ClaimedDelivery {
   id: string;
   event_id: string;
   webhook_id: string;
+  /** The partner the delivery belongs to (its `partner_id`). */
+  partner: string;
+  environment: Environment;
   attempts: number;
   created_at: Date;
+  /** The time the attempt is (or was) due. */
+  next_attempt_at: Date;
+  /** The claim's `locked_until`, exactly as stored: only the holder of this claim may park or release it. */
+  lease_token: string;
   url: string;
   webhook_status: string;
   deleted_at: Date | null;
@@ -34,6 +41,17 @@ export interface ClaimedDelivery {
   previous_secret_enc: Buffer | null;
   previous_secret_expires_at: Date | null;
   body: string;
+  /** The subscription's circuit: consecutive failures, and when the next probe may go (null: closed). */
+  failure_streak: number;
+  circuit_probe_at: Date | null;
+}
+
+/** A subscription's circuit after an update. */
+export interface CircuitState {
+  id: string;
+  failure_streak: number;
+  /** Null while the circuit is closed. */
+  circuit_probe_at: Date | null;
 }
 
 /** One attempt to record, and the delivery's state after it. */
@@ -89,7 +107,14 @@ export const webhookRepository = {
     em: Em,
     row: Omit<
       Webhook,
-      "partnerId" | "environment" | "previousSecretEnc" | "previousSecretExpiresAt" | "deletedAt"
+      | "partnerId"
+      | "environment"
+      | "previousSecretEnc"
+      | "previousSecretExpiresAt"
+      | "deletedAt"
+      | "failureStreak"
+      | "circuitOpenedAt"
+      | "circuitOpenUntil"
     >,
   ): Promise<Webhook> {
     const tenant = tenantOf(em);
@@ -100,6 +125,9 @@ export const webhookRepository = {
       previousSecretEnc: null,
       previousSecretExpiresAt: null,
       deletedAt: null,
+      failureStreak: 0,
+      circuitOpenedAt: null,
+      circuitOpenUntil: null,
     });
     await em.flush();
     return webhook;
@@ -276,9 +304,10 @@ export const webhookRepository = {
             and d.status in ('PENDING', 'FAILED')
             and d.next_attempt_at <= $2::timestamptz + interval '1 second'
             and (d.locked_until is null or d.locked_until < $2::timestamptz)
-         returning d.id, d.event_id, d.webhook_id, d.attempts, d.created_at)
+         returning d.id, d.event_id, d.webhook_id, d.partner_id as partner, d.environment, d.attempts, d.created_at,
+                   d.next_attempt_at, d.locked_until as lease_token)
        select c.*, w.url, w.status as webhook_status, w.deleted_at, w.secret_enc, w.previous_secret_enc,
-              w.previous_secret_expires_at, e.body
+              w.previous_secret_expires_at, e.body, w.failure_streak, w.circuit_open_until as circuit_probe_at
          from claimed c join webhooks w on w.id = c.webhook_id join events e on e.id = c.event_id`,
       [ids, now, leaseMs],
       { prepare: true },
@@ -331,6 +360,89 @@ export const webhookRepository = {
     );
   },
 
+  /**
+   * Moves claimed deliveries that cannot be attempted now (their subscription's circuit is open, or its
+   * capacity is taken) to a later time and lets go of them; only deliveries still under the caller's claim
+   * move. Returns the ones moved, for their wake-ups.
+   */
+  async parkDeliveries(
+    tx: Em,
+    rows: { id: string; at: Date; token: string }[],
+  ): Promise<{ id: string; environment: Environment }[]> {
+    if (rows.length === 0) return [];
+    return sql(
+      tx,
+      `update webhook_deliveries d set next_attempt_at = u.at, locked_until = null
+         from unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) as u (id, at, token)
+        where d.id = u.id and d.status in ('PENDING', 'FAILED') and d.locked_until = u.token
+        returning d.id, d.environment`,
+      [rows.map((r) => r.id), rows.map((r) => r.at), rows.map((r) => r.token)],
+    );
+  },
+
+  /**
+   * Brings subscriptions' circuits up to date after attempts: `reset` when one of them succeeded (the streak
+   * restarts from the failures after it), else the failures add to the streak. At `threshold` the circuit opens
+   * (or stays open) until now plus the time it has been open, at least `minWaitMs` and at most `maxWaitMs`, so
+   * the wait between probes doubles. Rows with nothing to change are not written.
+   */
+  updateCircuits(
+    tx: Em,
+    rows: { webhookId: string; reset: boolean; failures: number }[],
+    now: Date,
+    policy: { threshold: number; minWaitMs: number; maxWaitMs: number },
+  ): Promise<CircuitState[]> {
+    if (rows.length === 0) return Promise.resolve([]);
+    const streak = "(case when u.reset then u.failures else w.failure_streak + u.failures end)";
+    return sql<CircuitState>(
+      tx,
+      `update webhooks w
+          set failure_streak = ${streak},
+              circuit_opened_at = case when ${streak} >= $4 then coalesce(w.circuit_opened_at, $5::timestamptz) end,
+              circuit_open_until = case when ${streak} >= $4 then
+                $5::timestamptz + make_interval(secs => least($7::double precision, greatest($6::double precision,
+                  extract(epoch from $5::timestamptz - coalesce(w.circuit_opened_at, $5::timestamptz)) * 1000)) / 1000)
+              end
+         from unnest($1::text[], $2::bool[], $3::int[]) as u (id, reset, failures)
+        where w.id = u.id and (u.failures > 0 or w.failure_streak > 0 or w.circuit_open_until is not null)
+        returning w.id, w.failure_streak, w.circuit_open_until as circuit_probe_at`,
+      [
+        rows.map((r) => r.webhookId),
+        rows.map((r) => r.reset),
+        rows.map((r) => r.failures),
+        policy.threshold,
+        now,
+        policy.minWaitMs,
+        policy.maxWaitMs,
+      ],
+    );
+  },
+
+  /**
+   * Takes the probe of an open circuit whose wait is over: the circuit stays open until `until` (the probe's
+   * attempt ends before it), so only one probe goes at a time across every instance. `won` false: another
+   * instance has the probe, or the circuit is not (or no longer) waiting; `probe_at` says which (null: closed).
+   */
+  async claimProbe(
+    em: Em,
+    webhookId: string,
+    now: Date,
+    until: Date,
+  ): Promise<{ won: boolean; probe_at: Date | null }> {
+    const [row] = await sql<{ won: boolean; probe_at: Date | null }>(
+      em,
+      `with taken as (
+         update webhooks set circuit_open_until = $3
+          where id = $1 and circuit_open_until is not null and circuit_open_until <= $2
+          returning circuit_open_until)
+       select exists (select 1 from taken) as won,
+              coalesce((select circuit_open_until from taken),
+                       (select circuit_open_until from webhooks where id = $1)) as probe_at`,
+      [webhookId, now, until],
+    );
+    return row ?? { won: false, probe_at: null };
+  },
+
   /** Disables subscriptions (their endpoint answered 410 Gone). */
   async disableWebhooks(tx: Em, ids: string[], reason: string, now: Date): Promise<void> {
     if (ids.length === 0) return;
@@ -349,10 +461,15 @@ export const webhookRepository = {
   },
 
   /** Deliveries overdue by more than `graceMs` that no worker holds (their wake-up was lost). */
-  async overdueDeliveries(tx: Em, now: Date, graceMs: number, limit: number): Promise<string[]> {
-    const rows = await sql<{ id: string }>(
+  overdueDeliveries(
+    tx: Em,
+    now: Date,
+    graceMs: number,
+    limit: number,
+  ): Promise<{ id: string; environment: Environment }[]> {
+    return sql<{ id: string; environment: Environment }>(
       tx,
-      `select id from webhook_deliveries
+      `select id, environment from webhook_deliveries
         where status in ('PENDING', 'FAILED')
           and next_attempt_at <= $1::timestamptz - make_interval(secs => $2::double precision / 1000)
           and (locked_until is null or locked_until < $1::timestamptz)
@@ -360,7 +477,6 @@ export const webhookRepository = {
         limit $3`,
       [now, graceMs, limit],
     );
-    return rows.map((r) => r.id);
   },
 
   /** Statuses a delivery waits in. */

@@ -1,3 +1,4 @@
+import type { BucketSpec } from "../config.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
@@ -5,9 +6,18 @@ import type { Em } from "../platform/db/orm.ts";
 import { inTransaction } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
+import type { Metrics } from "../platform/metrics.ts";
 import { tenantOf } from "../platform/tenancy.ts";
+import { createWorkLimiter } from "../ratelimit/work-limiter.ts";
 import { secretAad } from "./delivery.worker.ts";
-import { DestinationError, type DestinationPolicy, parseDestination, vetHost } from "./destination.ts";
+import {
+  DestinationError,
+  type DestinationPolicy,
+  localAllowed,
+  parseDestination,
+  portOf,
+  vetHost,
+} from "./destination.ts";
 import {
   type EventType,
   eventTypes,
@@ -45,6 +55,9 @@ export interface WebhookServiceOptions {
   box: SecretBox;
   outbox: Outbox;
   destinations: DestinationPolicy;
+  /** Test sends and replays per partner and environment (their own bucket; docs/rate-limits.md). */
+  sendLimit: BucketSpec;
+  metrics?: Pick<Metrics, "expensiveLimitRejections">;
 }
 
 const MAX_WEBHOOKS = 50;
@@ -67,7 +80,30 @@ function assertSendable(hook: Webhook): void {
 export type WebhookService = ReturnType<typeof createWebhookService>;
 
 /** Webhook subscriptions: create, read, change, delete, rotate, test and replay (CONTRACT.md §5). */
-export function createWebhookService({ clock, box, outbox, destinations }: WebhookServiceOptions) {
+export function createWebhookService({
+  clock,
+  box,
+  outbox,
+  destinations,
+  sendLimit,
+  metrics,
+}: WebhookServiceOptions) {
+  const sends = createWorkLimiter("webhook-sends", sendLimit);
+  /**
+   * Takes a token from the partner's test-send and replay bucket (per environment), or refuses with 429
+   * `webhook_sends_rate_limited` and `Retry-After`. It runs on the request's unit of work (inside its
+   * transaction: a request that fails later gives its token back).
+   */
+  const takeSendToken = async (tx: Em): Promise<void> => {
+    const decision = await sends.take(tx, tenantOf(tx));
+    if (decision.allowed) return;
+    metrics?.expensiveLimitRejections.inc({ limit: "webhook_sends" });
+    throw new ApiError("webhook_sends_rate_limited", undefined, {
+      retryAfterSeconds: decision.retryAfterSeconds,
+      details: { capacity: sendLimit.capacity, refillPerSecond: sendLimit.refillPerSecond },
+    });
+  };
+
   const checkFilters = (filters: string[], field: string): string[] => {
     const bad = filters.filter((f) => !isValidFilter(f));
     if (bad.length > 0) {
@@ -80,10 +116,15 @@ export function createWebhookService({ clock, box, outbox, destinations }: Webho
     return [...new Set(filters)];
   };
 
-  const checkUrl = async (raw: string): Promise<string> => {
+  /**
+   * A destination for a subscription of `em`'s environment: http and loopback only for sandbox, and only with
+   * ALLOW_LOCAL_WEBHOOKS; never this service's own listeners.
+   */
+  const checkUrl = async (em: Em, raw: string): Promise<string> => {
+    const { environment } = tenantOf(em);
     try {
-      const url = parseDestination(raw.trim(), destinations.allowLocal);
-      await vetHost(url.hostname, destinations);
+      const url = parseDestination(raw.trim(), localAllowed(destinations, environment));
+      await vetHost(url.hostname, destinations, portOf(url), environment);
       return url.toString();
     } catch (err) {
       if (err instanceof DestinationError) throw validationFailed({ url: err.message });
@@ -111,7 +152,7 @@ export function createWebhookService({ clock, box, outbox, destinations }: Webho
       if (input.events.length > MAX_FILTERS)
         throw validationFailed({ events: `at most ${MAX_FILTERS} filters` });
       const events = checkFilters(input.events, "events");
-      const url = await checkUrl(input.url);
+      const url = await checkUrl(em, input.url);
       const description = checkDescription(input.description);
       return inTransaction(em, async (tx) => {
         // Creates of one partner and environment take turns, so concurrent ones cannot pass the cap together.
@@ -151,7 +192,7 @@ export function createWebhookService({ clock, box, outbox, destinations }: Webho
     async update(em: Em, id: string, patch: WebhookPatch): Promise<Webhook> {
       const add = checkFilters(patch.addEvents, "addEvents");
       const remove = checkFilters(patch.removeEvents, "removeEvents");
-      const url = patch.url === undefined ? undefined : await checkUrl(patch.url);
+      const url = patch.url === undefined ? undefined : await checkUrl(em, patch.url);
       const description = patch.description === undefined ? undefined : checkDescription(patch.description);
       return inTransaction(em, async (tx) => {
         const current = await load(tx, id, true);
@@ -163,6 +204,10 @@ export function createWebhookService({ clock, box, outbox, destinations }: Webho
         if (url !== undefined && url !== current.url) {
           current.status = "ACTIVE";
           current.disabledReason = null;
+          // A new endpoint starts with a closed circuit: the old one's failures say nothing about it.
+          current.failureStreak = 0;
+          current.circuitOpenedAt = null;
+          current.circuitOpenUntil = null;
         }
         if (url !== undefined) current.url = url;
         if (description !== undefined) current.description = description;
@@ -209,6 +254,7 @@ export function createWebhookService({ clock, box, outbox, destinations }: Webho
       return inTransaction(em, async (tx) => {
         const hook = await load(tx, id);
         assertSendable(hook);
+        await takeSendToken(tx);
         const type: EventType =
           (eventType as EventType) || (eventTypes.find((t) => subscribed(hook.events, t)) as EventType);
         const raised = await outbox.raise(tx, {
@@ -231,9 +277,10 @@ export function createWebhookService({ clock, box, outbox, destinations }: Webho
           throw new ApiError("conflict", "The webhook of this delivery has been deleted.");
         });
         assertSendable(hook);
+        await takeSendToken(tx);
         const id = newId("dlv");
         await repo.insertReplay(tx, id, original, clock.now());
-        await outbox.enqueue(tx, [{ id }]);
+        await outbox.enqueue(tx, [{ id, environment: original.environment }]);
         return id;
       });
     },

@@ -22,6 +22,8 @@ beforeAll(async () => {
   fake = await startFakePaystack();
   t = await startTestApp({
     clock,
+    // The production subscription below (production events are kept only when subscribed to) is on loopback.
+    productionLocalWebhooks: true,
     config: {
       paymentProvider: { baseUrl: fake.url, secretKey: fake.secretKey, timeoutMs: 5_000 },
       smsProvider: unusedSmsProvider,

@@ -32,6 +32,8 @@ const workerEnv = (failpoint?: string) => ({
 beforeAll(async () => {
   fake = await startFakePaystack();
   t = await startTestApp({
+    // The production subscription below (production events are kept only when subscribed to) is on loopback.
+    productionLocalWebhooks: true,
     config: {
       role: "api",
       paymentProvider: { baseUrl: fake.url, secretKey: fake.secretKey, timeoutMs: 5_000 },

@@ -17,7 +17,8 @@ let b: PartnerFixture;
 let receiver: TestReceiver;
 
 beforeAll(async () => {
-  t = await startTestApp();
+  // One production subscription on the loopback receiver: what each environment is delivered is the point.
+  t = await startTestApp({ productionLocalWebhooks: true });
   [a, b] = await Promise.all([createPartner(t), createPartner(t)]);
   receiver = await startReceiver();
 });

@@ -1,5 +1,6 @@
 import { createHmac } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.ts";
 import { ManualClock, ms } from "../../src/platform/clock.ts";
 import { sql } from "../../src/platform/db/sql.ts";
 import {
@@ -24,7 +25,14 @@ let receiver: TestReceiver;
 beforeAll(async () => {
   t = await startTestApp({
     clock,
-    config: { webhooks: { connectTimeoutMs: 500, timeoutMs: 200, sweepIntervalMs: 3_600_000 } },
+    config: {
+      webhooks: {
+        ...loadConfig({}).webhooks,
+        connectTimeoutMs: 500,
+        timeoutMs: 200,
+        sweepIntervalMs: 3_600_000,
+      },
+    },
   });
   partner = await createPartner(t);
   receiver = await startReceiver();

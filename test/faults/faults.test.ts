@@ -42,6 +42,9 @@ const env = (role: string) => ({
   MASTER_KEY: masterKey,
   INTERNAL_TOKEN: internalToken,
   ALLOW_LOCAL_WEBHOOKS: "true",
+  // Production payouts through the fake provider, and their events delivered to the loopback receiver, are the
+  // point: production subscriptions get the local rules too (a switch for tests only, read by src/main.ts).
+  TEST_PRODUCTION_LOCAL_WEBHOOKS: "true",
   PAYMENT_PROVIDER_URL: fake.url,
   PAYMENT_PROVIDER_SECRET_KEY: fake.secretKey,
   PAYMENT_PROVIDER_TIMEOUT_MS: "3000",

@@ -27,6 +27,8 @@ beforeAll(async () => {
   fake = await startFakePaystack();
   t = await startTestApp({
     clock,
+    // The production subscription below (production events are kept only when subscribed to) is on loopback.
+    productionLocalWebhooks: true,
     config: {
       dbPoolSize: POOL,
       paymentProvider: { baseUrl: fake.url, secretKey: fake.secretKey, timeoutMs: 5_000 },

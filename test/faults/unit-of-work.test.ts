@@ -122,7 +122,7 @@ describe("a settlement that rolls back", () => {
     expect(
       await count(
         t,
-        `select 1 from pgboss.job j where j.name = 'webhooks.deliver'
+        `select 1 from pgboss.job j where j.name like 'webhooks.deliver%'
            and not exists (select 1 from webhook_deliveries d where d.id = j.data->>'deliveryId')`,
       ),
     ).toBe(0);

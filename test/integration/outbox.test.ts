@@ -27,7 +27,8 @@ const count = async (table: string, where: string, params: unknown[]) => {
   );
   return row?.n ?? 0;
 };
-const jobs = () => count(`${BOSS_SCHEMA}.job`, "name = 'webhooks.deliver'", []);
+// Sandbox deliveries are woken from their own queue.
+const jobs = () => count(`${BOSS_SCHEMA}.job`, "name = 'webhooks.deliver-sandbox'", []);
 
 describe("the transactional outbox", () => {
   it("commits the event, its deliveries and their wake-ups with the caller's change", async () => {

@@ -26,6 +26,11 @@ export interface TestAppOptions {
   internalToken?: string;
   /** DNS answers for webhook destinations. */
   resolver?: Resolver;
+  /**
+   * Local destinations for production subscriptions too (the test receivers are on loopback), for tests
+   * whose point is production delivery; others subscribe with a sandbox key.
+   */
+  productionLocalWebhooks?: boolean;
   /** Receives every log line at `info` and above, as JSON text (for tests of what operators are told). */
   onLog?: (line: string) => void;
 }
@@ -73,6 +78,8 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     host: "127.0.0.1",
     databaseUrl,
     dbPoolSize: 5,
+    // The tests' receivers listen on loopback (sandbox subscriptions only, unless productionLocalWebhooks).
+    allowLocalWebhooks: true,
     ...options.config,
   };
   const onLog = options.onLog;
@@ -88,6 +95,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     logger,
     clock: options.clock,
     resolver: options.resolver,
+    productionLocalWebhooks: options.productionLocalWebhooks,
   });
   if (!app.partnerUrl || !app.internalUrl) throw new Error("test app started without listeners");
   const internalUrl = app.internalUrl;

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { appendFileSync } from "node:fs";
 import path from "node:path";
 import { createInterface } from "node:readline";
 
@@ -41,6 +42,9 @@ export async function startServiceProcess(
       timeoutMs,
     );
     createInterface({ input: child.stdout as NodeJS.ReadableStream }).on("line", (line) => {
+      // SERVICE_LOG_DIR=<dir>: each process's log lines also go to <dir>/<pid>.log, to see what a failed run did.
+      if (process.env.SERVICE_LOG_DIR)
+        appendFileSync(path.join(process.env.SERVICE_LOG_DIR, `${child.pid}.log`), `${line}\n`);
       try {
         const entry = JSON.parse(line) as Record<string, unknown>;
         logs.push(entry);

@@ -9,13 +9,23 @@ export interface Received {
   at: number;
 }
 
-/** How to answer a request: a status (and body), or hold the connection open until released. */
-export type Answer = { status: number; body?: string; headers?: Record<string, string> } | "hang";
+/**
+ * How to answer a request: a status (and body), after `delayMs` if given (a slow endpoint), or hold the
+ * connection open until released.
+ */
+export type Answer =
+  | { status: number; body?: string; headers?: Record<string, string>; delayMs?: number }
+  | "hang";
 
 /** A webhook endpoint on loopback that records what it gets and answers what the test asks. */
 export interface TestReceiver {
   url: string;
   received: Received[];
+  /** Requests arrived and not yet answered (held or delayed), and the most there have been at once. */
+  readonly open: number;
+  readonly peakOpen: number;
+  /** Sets `peakOpen` back to the current `open`. */
+  resetPeak(): void;
   /** The answer for the n-th request (0-based); 200 by default. */
   answer: (req: Received, n: number) => Answer;
   /** Resolves once `count` requests have arrived. */
@@ -31,6 +41,9 @@ export async function startReceiver(
 ): Promise<TestReceiver> {
   const received: Received[] = [];
   const held: http.ServerResponse[] = [];
+  const delayed = new Set<NodeJS.Timeout>();
+  let open = 0;
+  let peakOpen = 0;
   const events = new EventEmitter();
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -42,14 +55,26 @@ export async function startReceiver(
         at: Date.now(),
       };
       const n = received.push(r) - 1;
+      open++;
+      peakOpen = Math.max(peakOpen, open);
+      res.on("close", () => open--);
       events.emit("request");
       const a = receiver.answer(r, n);
       if (a === "hang") {
         held.push(res);
         return;
       }
-      res.writeHead(a.status, { "content-type": "text/plain", ...a.headers });
-      res.end(a.body ?? "ok");
+      const send = () => {
+        if (res.destroyed) return;
+        res.writeHead(a.status, { "content-type": "text/plain", ...a.headers });
+        res.end(a.body ?? "ok");
+      };
+      if (!a.delayMs) return send();
+      const timer = setTimeout(() => {
+        delayed.delete(timer);
+        send();
+      }, a.delayMs);
+      delayed.add(timer);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -57,6 +82,15 @@ export async function startReceiver(
   const receiver: TestReceiver = {
     url: `http://127.0.0.1:${port}/hooks`,
     received,
+    get open() {
+      return open;
+    },
+    get peakOpen() {
+      return peakOpen;
+    },
+    resetPeak() {
+      peakOpen = open;
+    },
     answer,
     waitFor(count, timeoutMs = 15_000) {
       if (received.length >= count) return Promise.resolve(received.slice());
@@ -80,6 +114,8 @@ export async function startReceiver(
       }
     },
     async close() {
+      for (const timer of delayed) clearTimeout(timer);
+      delayed.clear();
       receiver.release();
       server.closeAllConnections();
       await new Promise((r) => server.close(r));

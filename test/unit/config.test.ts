@@ -5,15 +5,16 @@ const key = "ab".repeat(32);
 const token = "t".repeat(32);
 
 describe("configuration", () => {
-  it("defaults to the embedded database with local webhooks allowed", () => {
+  it("defaults to the embedded database, with local webhooks off unless ALLOW_LOCAL_WEBHOOKS says so", () => {
     const c = loadConfig({});
     expect(c).toMatchObject({
       port: 8080,
       internalPort: 9090,
       internalHost: "127.0.0.1",
       role: "all",
-      allowLocalWebhooks: true,
+      allowLocalWebhooks: false,
     });
+    expect(loadConfig({ ALLOW_LOCAL_WEBHOOKS: "true" }).allowLocalWebhooks).toBe(true);
     expect(c.databaseUrl).toBeUndefined();
     expect(c.rateLimits).toEqual(defaultRateLimits);
   });

@@ -1,5 +1,8 @@
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
-import { addressAllowed, parseDestination, vetHost } from "../../src/webhooks/destination.ts";
+import { addressAllowed, localAllowed, parseDestination, vetHost } from "../../src/webhooks/destination.ts";
+import { createSender } from "../../src/webhooks/sender.ts";
 
 describe("webhook destinations", () => {
   it("refuses private, loopback, link-local, CGNAT, multicast and reserved addresses", () => {
@@ -90,5 +93,74 @@ describe("webhook destinations", () => {
       address: "2606:4700::1111",
       family: 6,
     });
+  });
+
+  it("never vets a port of the service's own listeners on loopback, even with local destinations allowed", async () => {
+    const policy = {
+      allowLocal: true,
+      ownPorts: new Set([8080, 9090]),
+      resolver: async () => [{ address: "127.0.0.1", family: 4 as const }],
+    };
+    for (const [host, port] of [
+      ["127.0.0.1", 8080],
+      ["localhost", 9090],
+      ["[::1]", 8080],
+      ["[::ffff:127.0.0.1]", 9090],
+    ] as const)
+      await expect(vetHost(host, policy, port), `${host}:${port}`).rejects.toThrow(/not allowed/);
+    await expect(vetHost("127.0.0.1", policy, 8081)).resolves.toEqual({ address: "127.0.0.1", family: 4 });
+    // A public address on the same port number is someone else's server.
+    await expect(vetHost("1.1.1.1", policy, 8080)).resolves.toEqual({ address: "1.1.1.1", family: 4 });
+  });
+
+  it("allows local destinations for sandbox subscriptions only, and only with the switch", async () => {
+    const loopback = async () => [{ address: "127.0.0.1", family: 4 as const }];
+    const on = { allowLocal: true, resolver: loopback };
+    expect(localAllowed(on, "sandbox")).toBe(true);
+    expect(localAllowed(on, "production")).toBe(false);
+    expect(localAllowed({ ...on, allowLocal: false }, "sandbox")).toBe(false);
+    // Tests only: production too, but never without the switch.
+    expect(localAllowed({ ...on, allowLocalInProduction: true }, "production")).toBe(true);
+    expect(localAllowed({ ...on, allowLocal: false, allowLocalInProduction: true }, "production")).toBe(
+      false,
+    );
+    await expect(vetHost("localhost", on, 8081, "sandbox")).resolves.toEqual({
+      address: "127.0.0.1",
+      family: 4,
+    });
+    // Said without what the name resolved to.
+    await expect(vetHost("localhost", on, 8081, "production")).rejects.toThrow(
+      /^localhost is not a public address, so it is not allowed$/,
+    );
+    await expect(vetHost("[::1]", on, 8081, "production")).rejects.toMatchObject({
+      problem: "destination_not_allowed",
+    });
+  });
+
+  it("refuses at send time a production delivery to loopback, before any connection", async () => {
+    let requests = 0;
+    const server = http.createServer((_req, res) => {
+      requests++;
+      res.end("ok");
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
+    const sender = createSender({
+      policy: { allowLocal: true, resolver: async () => [] },
+      connectTimeoutMs: 1_000,
+      timeoutMs: 2_000,
+    });
+    try {
+      expect(await sender.post(url, "{}", {}, "production")).toMatchObject({
+        ok: false,
+        error: "destination_not_allowed",
+      });
+      expect(requests).toBe(0);
+      expect(await sender.post(url, "{}", {}, "sandbox")).toMatchObject({ ok: true, statusCode: 200 });
+      expect(requests).toBe(1);
+    } finally {
+      sender.close();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });

@@ -8,8 +8,10 @@ import type { Logger } from "../logger.ts";
 export interface Queues {
   /** Keeps the signing keys on their quarterly schedule (CONTRACT.md §3). */
   "signing-keys.maintain": Record<string, never>;
-  /** Wakes the webhook worker for one delivery; the delivery row says what to do. */
+  /** Wakes the webhook worker for one production delivery; the delivery row says what to do. */
   "webhooks.deliver": { deliveryId: string };
+  /** The same for sandbox deliveries: their own queue, so a sandbox flood never delays production's wake-ups. */
+  "webhooks.deliver-sandbox": { deliveryId: string };
   /** Collects one installment by direct debit. */
   "repayments.collect": { installmentId: string };
   /** Collects every installment that is due (the safety net of the per-installment jobs). */
@@ -81,6 +83,7 @@ export const queueOptions: Record<
   "signing-keys.maintain": { retryLimit: 3, expireInSeconds: 60, notify: true, ...keep(DAY) },
   // Completed wake-ups carry nothing worth keeping (attempts are recorded on the delivery): drop them soon.
   "webhooks.deliver": { retryLimit: 5, expireInSeconds: 120, notify: true, ...keep(HOUR) },
+  "webhooks.deliver-sandbox": { retryLimit: 5, expireInSeconds: 120, notify: true, ...keep(HOUR) },
   "webhooks.housekeeping": { retryLimit: 2, expireInSeconds: 600, notify: false, ...keep(DAY) },
   "idempotency.purge": { retryLimit: 2, expireInSeconds: 600, notify: false, ...keep(DAY) },
   "person.purge": { retryLimit: 2, expireInSeconds: 600, notify: false, ...keep(DAY) },

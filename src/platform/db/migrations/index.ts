@@ -10,6 +10,7 @@ import { Migration20261123000000_person } from "./Migration20261123000000_person
 import { Migration20261123010000_mandates } from "./Migration20261123010000_mandates.ts";
 import { Migration20261123020000_refunds } from "./Migration20261123020000_refunds.ts";
 import { Migration20261123100000_retention } from "./Migration20261123100000_retention.ts";
+import { Migration20261123110000_webhook_circuits } from "./Migration20261123110000_webhook_circuits.ts";
 import { Migration20261123120000_repayment_histories } from "./Migration20261123120000_repayment_histories.ts";
 import { Migration20261123121000_sandbox_isolation } from "./Migration20261123121000_sandbox_isolation.ts";
 import { Migration20261123130000_disbursement_daily_limit } from "./Migration20261123130000_disbursement_daily_limit.ts";
@@ -28,6 +29,7 @@ export const migrations = [
   { name: "Migration20261123010000_mandates", class: Migration20261123010000_mandates },
   { name: "Migration20261123020000_refunds", class: Migration20261123020000_refunds },
   { name: "Migration20261123100000_retention", class: Migration20261123100000_retention },
+  { name: "Migration20261123110000_webhook_circuits", class: Migration20261123110000_webhook_circuits },
   { name: "Migration20261123120000_repayment_histories", class: Migration20261123120000_repayment_histories },
   { name: "Migration20261123121000_sandbox_isolation", class: Migration20261123121000_sandbox_isolation },
   {
