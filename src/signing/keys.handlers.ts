@@ -10,7 +10,7 @@ import {
   type SigningKeySchema,
 } from "../../gen/partner/v1/keys_pb.ts";
 import { parseEnvironment } from "../apikeys/api-key.handlers.ts";
-import { callerOf, emOf } from "../platform/rpc/context.ts";
+import { callerOf, emOf, lazyEmOf } from "../platform/rpc/context.ts";
 import type { PublishedKey, SigningKeyService } from "./signing-key.service.ts";
 
 /** How long verifiers may cache the key document (SPEC.md: at most 4 hours). */
@@ -39,7 +39,7 @@ export function createKeysHandlers(signingKeys: SigningKeyService): ServiceImpl<
   return {
     async listKeys(_req, ctx) {
       const { environment } = callerOf(ctx.values);
-      const keys = await signingKeys.published(emOf(ctx.values), environment);
+      const keys = await signingKeys.published(lazyEmOf(ctx.values), environment);
       let document = documents.get(keys);
       if (!document) {
         document = create(ListKeysResponseSchema, { keys: keys.map(toSigningKey) });

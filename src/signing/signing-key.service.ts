@@ -3,7 +3,7 @@ import type { Clock } from "../platform/clock.ts";
 import { generateEd25519, privateKeyFromPkcs8 } from "../platform/crypto/ed25519.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import type { ChangeFeed } from "../platform/db/change-feed.ts";
-import type { Em } from "../platform/db/orm.ts";
+import type { Em, LazyEm } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { ulid } from "../platform/ids.ts";
 import type { Environment } from "../platform/tenancy.ts";
@@ -96,10 +96,11 @@ export function createSigningKeyService({ clock, box, changes }: SigningKeyServi
       return result;
     });
 
-  const rowsOf = async (em: Em, environment: Environment): Promise<SigningKeyRow[]> => {
+  /** `em` may be lazy: a cache hit never forks it. */
+  const rowsOf = async (em: Em | LazyEm, environment: Environment): Promise<SigningKeyRow[]> => {
     const hit = cache.get(environment);
     if (hit && changes.healthy && Date.now() - hit.at < CACHE_MS) return hit.rows;
-    const rows = await repo.list(em, environment);
+    const rows = await repo.list(typeof em === "function" ? em() : em, environment);
     if (changes.healthy) cache.set(environment, { rows, at: Date.now() });
     return rows;
   };
@@ -172,7 +173,7 @@ export function createSigningKeyService({ clock, box, changes }: SigningKeyServi
      * The keys a verifier of `environment` may meet now, ACTIVE first. The same array is returned until a
      * key changes status or the keys change, so callers may memoise what they derive from it.
      */
-    async published(em: Em, environment: Environment): Promise<PublishedKey[]> {
+    async published(em: Em | LazyEm, environment: Environment): Promise<PublishedKey[]> {
       const rows = await rowsOf(em, environment);
       const now = clock.now();
       const t = now.getTime();

@@ -32,6 +32,16 @@ export function emOf(values: ContextValues): Em {
   return typeof em === "function" ? em() : em;
 }
 
+/**
+ * The request's EntityManager, forked only when first called: for a handler whose answer is usually cached
+ * (the key document), so a cache hit costs no fork.
+ */
+export function lazyEmOf(values: ContextValues): LazyEm {
+  const em = values.get(kEm);
+  if (!em) throw new Error("handler reached without the request's EntityManager");
+  return typeof em === "function" ? em : () => em;
+}
+
 /** The caller of a partner handler; the edge guarantees it is set. */
 export function callerOf(values: ContextValues): Caller {
   const caller = values.get(kCaller);
