@@ -243,6 +243,22 @@ function buildRoutes(services: ServiceBinding[]): Route[] {
   return routes.sort((a, b) => b.template.specificity - a.template.specificity);
 }
 
+/** Whether a body is an empty JSON object (`{}`, whitespace allowed): what clients send when there is nothing. */
+function isEmptyObject(raw: Buffer): boolean {
+  if (raw.length > 64) return false;
+  try {
+    const parsed: unknown = JSON.parse(raw.toString("utf8"));
+    return (
+      typeof parsed === "object" &&
+      parsed !== null &&
+      !Array.isArray(parsed) &&
+      Object.keys(parsed).length === 0
+    );
+  } catch {
+    return false;
+  }
+}
+
 /** Creates the REST transcoder over the given services. */
 export function createTranscoder({ services, edge, logger, maxBodyBytes }: TranscoderOptions): Transcoder {
   const routes = buildRoutes(services);
@@ -258,7 +274,10 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
     let json: Record<string, JsonValue> = {};
     const raw = await decodeContent(req, await readBody(req, maxBodyBytes), maxBodyBytes);
     if (body === "") {
-      if (raw.length > 0) throw new ApiError("invalid_request", "This endpoint takes no request body.");
+      // Many HTTP clients send `{}` by default: an empty JSON object says nothing, so it is taken as no body.
+      if (raw.length > 0 && !isEmptyObject(raw)) {
+        throw new ApiError("invalid_request", "This endpoint takes no request body.");
+      }
     } else if (raw.length > 0) {
       const type = String(req.headers["content-type"] ?? "");
       if (!/^application\/json\s*(;|$)/i.test(type)) throw new ApiError("unsupported_media_type");

@@ -59,6 +59,11 @@ export function connectAdapter(options: ConnectAdapterOptions) {
       undefined,
       options.contextValues(req),
     );
+    if (/^application\/json\b/i.test(String(req.headers["content-type"] ?? ""))) {
+      uReq.body = emptyAsObject(uReq.body as AsyncIterable<Uint8Array>);
+      // connect-es holds a body to its Content-Length: an announced empty one no longer is.
+      if (uReq.header.get("content-length") === "0") uReq.header.delete("content-length");
+    }
     handler(uReq)
       .then((uRes) => clientFault(uRes, options.requestIdOf(req)))
       .then((uRes) => universalResponseToNodeResponse(uRes, res as never))
@@ -67,6 +72,19 @@ export function connectAdapter(options: ConnectAdapterOptions) {
         options.onError(`handler for ${handler.service.typeName}/${handler.method.name} failed`, reason);
       });
   };
+}
+
+/**
+ * A Connect JSON request with an empty body, as many HTTP clients send for a method with nothing to say, is read
+ * as `{}` (an empty body is not valid JSON to connect-es). The body passes through unchanged otherwise.
+ */
+async function* emptyAsObject(body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
+  let empty = true;
+  for await (const chunk of body) {
+    if (chunk.byteLength > 0) empty = false;
+    yield chunk;
+  }
+  if (empty) yield new TextEncoder().encode("{}");
 }
 
 async function clientFault(
