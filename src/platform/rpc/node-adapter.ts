@@ -33,6 +33,37 @@ export interface ConnectAdapterOptions extends ConnectRouterOptions {
 }
 
 const PARSE_ERROR = /^parse binary: /;
+/** The path of an RPC: `/package.Service/Method`. */
+const PROCEDURE_PATH = /^\/[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+\/[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * An RPC this server does not have, as each protocol says it: gRPC and gRPC-Web answer status 12
+ * `UNIMPLEMENTED` in a trailers-only response (HTTP 200); Connect answers 404 with the `unimplemented` code.
+ */
+function unimplemented(req: NodeRequest, nodeRes: NodeResponse, path: string): void {
+  req.resume();
+  const res = nodeRes as ServerResponse; // the same calls on HTTP/1.1 and HTTP/2
+  const type = String(req.headers["content-type"] ?? "");
+  const message = `The method ${path} does not exist.`;
+  if (/^application\/grpc/i.test(type)) {
+    const headers = {
+      "content-type": type.split(";")[0] ?? "application/grpc",
+      "grpc-status": String(Code.Unimplemented),
+      "grpc-message": encodeGrpcMessage(message),
+    };
+    // Trailers-only: one HEADERS frame that ends the stream (gRPC over HTTP/2); gRPC-Web reads them as headers.
+    if ("stream" in nodeRes && !/^application\/grpc-web/i.test(type)) {
+      nodeRes.stream.respond({ ":status": 200, ...headers }, { endStream: true });
+      return;
+    }
+    res.writeHead(200, headers);
+    res.end();
+    return;
+  }
+  const body = errorToJsonBytes(new ConnectError(message, Code.Unimplemented), {});
+  res.writeHead(404, { "content-type": "application/json", "content-length": String(body.byteLength) });
+  res.end(body);
+}
 
 /**
  * `connectNodeAdapter`, with one correction: connect-es reports a request body that is not a valid binary
@@ -50,6 +81,10 @@ export function connectAdapter(options: ConnectAdapterOptions) {
     const q = url.indexOf("?");
     const handler = paths.get(q === -1 ? url : url.slice(0, q));
     if (!handler) {
+      if (req.method === "POST" && PROCEDURE_PATH.test(q === -1 ? url : url.slice(0, q))) {
+        unimplemented(req, res, q === -1 ? url : url.slice(0, q));
+        return;
+      }
       options.fallback(req, res);
       return;
     }
@@ -87,10 +122,45 @@ async function* emptyAsObject(body: AsyncIterable<Uint8Array>): AsyncIterable<Ui
   if (empty) yield new TextEncoder().encode("{}");
 }
 
+/**
+ * `grpc-message` as the gRPC spec encodes it: only bytes outside printable ASCII, and `%` itself, are
+ * percent-encoded (connect-es uses `encodeURIComponent`, so clients that follow the spec, grpc-js among them,
+ * showed `%3A` and `%20` inside messages).
+ */
+export function encodeGrpcMessage(message: string): string {
+  let out = "";
+  for (const byte of Buffer.from(message, "utf8")) {
+    out +=
+      byte < 0x20 || byte > 0x7e || byte === 0x25
+        ? `%${byte.toString(16).toUpperCase().padStart(2, "0")}`
+        : String.fromCharCode(byte);
+  }
+  return out;
+}
+
+function respecGrpcMessage(uRes: UniversalServerResponse): UniversalServerResponse {
+  for (const headers of [uRes.header, uRes.trailer]) {
+    const raw = headers?.get("grpc-message");
+    if (!headers || raw === null || raw === undefined) continue;
+    let message = raw;
+    try {
+      message = decodeURIComponent(raw);
+    } catch {
+      // not percent-encoded as connect-es does: leave it to be encoded as it is
+    }
+    headers.set("grpc-message", encodeGrpcMessage(message));
+  }
+  return uRes;
+}
+
 async function clientFault(
   uRes: UniversalServerResponse,
   requestId: string,
 ): Promise<UniversalServerResponse> {
+  return respecGrpcMessage(await fixFaults(uRes, requestId));
+}
+
+async function fixFaults(uRes: UniversalServerResponse, requestId: string): Promise<UniversalServerResponse> {
   // gRPC: the status travels in the trailers.
   const status = uRes.trailer?.get("grpc-status");
   if (
