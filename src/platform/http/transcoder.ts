@@ -396,14 +396,17 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
     async handle(req, res, requestId) {
       const url = new URL(req.url ?? "/", "http://localhost");
       let allowed: string[] = [];
+      // HEAD is GET without the body (Node writes none for a HEAD request): the same headers, length included.
+      const verb = req.method === "HEAD" ? "GET" : req.method;
       for (const route of routes) {
         const vars = route.template.match(url.pathname);
         if (!vars) continue;
-        if (route.binding.verb === req.method) {
+        if (route.binding.verb === verb) {
           routeLabels.set(req, route.binding.template);
           return invoke(req, res, route, requestId, url, vars);
         }
         allowed.push(route.binding.verb);
+        if (route.binding.verb === "GET") allowed.push("HEAD");
       }
       // Drain what the client sent so the connection can be reused.
       req.resume();
