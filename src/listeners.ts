@@ -1,5 +1,4 @@
 import { createContextValues } from "@connectrpc/connect";
-import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.ts";
 import { ApiKeyService } from "../gen/internal/v1/api_keys_pb.ts";
 import { IngestService } from "../gen/internal/v1/ingest_pb.ts";
 import { PartnerService } from "../gen/internal/v1/partners_pb.ts";
@@ -43,7 +42,7 @@ import { createInternalEdge, createPartnerEdge, type Edge, replayable } from "./
 import { toApiError } from "./platform/rpc/errors.ts";
 import { edgeInterceptor } from "./platform/rpc/interceptor.ts";
 import { connectAdapter } from "./platform/rpc/node-adapter.ts";
-import { createReflection } from "./platform/rpc/reflection.ts";
+import { createReflection, reflectionServices } from "./platform/rpc/reflection.ts";
 import type { AddressGuard } from "./ratelimit/address-guard.ts";
 import { createSandboxHandlers } from "./sandbox/sandbox.handlers.ts";
 import type { Services } from "./services.ts";
@@ -191,10 +190,11 @@ function connectHandler(services: ServiceBinding[], edge: Edge, logger: Logger, 
   });
 }
 
-const withReflection = (list: ServiceBinding[]): ServiceBinding[] => [
-  ...list,
-  { service: ServerReflection, impl: createReflection(list.map((s) => s.service)) as never },
-];
+/** The services, and reflection over them under both of its names (`v1` and `v1alpha`). */
+const withReflection = (list: ServiceBinding[]): ServiceBinding[] => {
+  const impl = createReflection(list.map((s) => s.service)) as never;
+  return [...list, ...reflectionServices.map((service) => ({ service, impl }))];
+};
 
 /** The partner services, each implemented once and served on every face. */
 export function partnerServices(services: Services): ServiceBinding[] {
@@ -328,9 +328,12 @@ export async function startListeners(o: ListenerOptions) {
     logger,
     maxBodyBytes: MAX_BODY_BYTES,
   });
-  const partnerConnect = connectHandler(withReflection(partnerList), partnerEdge, logger, [
-    ServerReflection.typeName,
-  ]);
+  const partnerConnect = connectHandler(
+    withReflection(partnerList),
+    partnerEdge,
+    logger,
+    reflectionServices.map((s) => s.typeName),
+  );
   /** Answers a page request whose handler failed unexpectedly (never leaves it hanging, never crashes). */
   const pageFailed = (req: AnyRequest, res: AnyResponse, err: unknown) => {
     logger.error("page failed", { err, requestId: requestIdOf(req) });

@@ -135,7 +135,7 @@ describe("the partner port", () => {
     expect(unknown.body).toMatchObject({ code: "not_found", requestId: expect.stringMatching(/^req_/) });
     const wrong = await rest(t.partnerUrl, "DELETE", "/partner/v1/keys", { key: partner.sandboxKey });
     expect(wrong.status).toBe(405);
-    expect(wrong.headers.get("allow")).toBe("GET");
+    expect(wrong.headers.get("allow")).toBe("GET, HEAD");
     expect(wrong.body.code).toBe("method_not_allowed");
     const elsewhere = await rest(t.partnerUrl, "GET", "/somewhere");
     expect(elsewhere.status).toBe(404);

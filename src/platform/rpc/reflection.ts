@@ -7,11 +7,15 @@ import {
 } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
+import { file_google_api_httpbody } from "../../../gen/google/api/httpbody_pb.ts";
+import { file_google_rpc_error_details } from "../../../gen/google/rpc/error_details_pb.ts";
+import { file_google_rpc_status } from "../../../gen/google/rpc/status_pb.ts";
 import {
   ServerReflection,
   type ServerReflectionRequest,
   type ServerReflectionResponseSchema,
 } from "../../../gen/grpc/reflection/v1/reflection_pb.ts";
+import { ServerReflection as ServerReflectionV1Alpha } from "../../../gen/grpc/reflection/v1alpha/reflection_pb.ts";
 
 type Response = MessageInitShape<typeof ServerReflectionResponseSchema>;
 
@@ -31,14 +35,25 @@ function withDependencies(file: DescFile): DescFile[] {
 }
 
 /**
- * gRPC server reflection (`grpc.reflection.v1`) over the descriptors of the services a listener serves,
- * so `buf curl` and grpcurl work without the proto files.
+ * Files a client needs to decode what the services send besides their own messages: the error details in
+ * `grpc-status-details-bin` (`google.rpc.Status`, `ErrorInfo`, `BadRequest`) and `google.api.HttpBody`.
+ */
+const extraFiles = [file_google_rpc_status, file_google_rpc_error_details, file_google_api_httpbody];
+
+/** Both names of the reflection service: `grpc.reflection.v1` and the older `v1alpha`, the same protocol. */
+export const reflectionServices = [ServerReflection, ServerReflectionV1Alpha] as const;
+
+/**
+ * gRPC server reflection (`grpc.reflection.v1`, and `v1alpha` with the same answers) over the descriptors of
+ * the services a listener serves and the error details they send, so `buf curl` and grpcurl work without the
+ * proto files and show an error's `ErrorInfo` decoded.
  */
 export function createReflection(services: DescService[]): ServiceImpl<typeof ServerReflection> {
-  const all = [...services, ServerReflection];
-  const registry = createRegistry(...all.map((s) => s.file));
+  const all = [...services, ...reflectionServices];
+  const registry = createRegistry(...all.map((s) => s.file), ...extraFiles);
   const filesByName = new Map<string, DescFile>();
-  for (const s of all) for (const f of withDependencies(s.file)) filesByName.set(f.name, f);
+  for (const f of [...all.map((s) => s.file), ...extraFiles])
+    for (const d of withDependencies(f)) filesByName.set(d.name, d);
   const encoded = new Map<string, Uint8Array>();
   const encode = (f: DescFile) => {
     let bytes = encoded.get(f.name);
