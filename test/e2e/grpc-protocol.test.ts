@@ -1,10 +1,16 @@
+import { fromBinary } from "@bufbuild/protobuf";
+import { anyUnpack } from "@bufbuild/protobuf/wkt";
+import { ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BadRequestSchema } from "../../gen/google/rpc/error_details_pb.ts";
+import { StatusSchema } from "../../gen/google/rpc/status_pb.ts";
 import { PartnerService } from "../../gen/internal/v1/partners_pb.ts";
 import { KeysService } from "../../gen/partner/v1/keys_pb.ts";
+import { WebhookService } from "../../gen/partner/v1/webhooks_pb.ts";
 import { encodeGrpcMessage } from "../../src/platform/rpc/node-adapter.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { grpcUnary } from "../support/clients.ts";
+import { connectClient, grpcUnary } from "../support/clients.ts";
 
 // What tools that follow the gRPC and Connect specs expect of a server (grpc-js here, a gRPC implementation
 // independent of ours): an unknown method is UNIMPLEMENTED, and an error's message arrives as it was written.
@@ -77,6 +83,28 @@ describe("over gRPC and Connect", () => {
     if (res.ok) return;
     expect(res.code).toBe(16);
     expect(res.details).toBe("Send the service token as `Authorization: Bearer …`.");
+  });
+
+  it("field errors come as google.rpc.BadRequest too, on gRPC and Connect, naming the same fields as REST", async () => {
+    const bad = { url: "http://10.0.0.1/hooks", events: ["*"] };
+    const viaGrpc = await grpcUnary(t.partnerUrl, WebhookService.method.createWebhook, bad, {
+      authorization: `Bearer ${p.liveKey}`,
+    });
+    expect(viaGrpc.ok).toBe(false);
+    if (viaGrpc.ok) return;
+    expect(viaGrpc.errorInfo?.reason).toBe("validation_failed");
+    const status = fromBinary(StatusSchema, viaGrpc.metadata.get("grpc-status-details-bin")[0] as Buffer);
+    const fromGrpc = status.details.map((d) => anyUnpack(d, BadRequestSchema)).find((d) => d !== undefined);
+    expect(fromGrpc?.fieldViolations.map((v) => v.field)).toEqual(["url"]);
+    expect(fromGrpc?.fieldViolations[0]?.description).toMatch(/not allowed|https/);
+
+    const client = connectClient(WebhookService, t.partnerUrl, `Bearer ${p.liveKey}`);
+    const err = await client.createWebhook(bad).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    const fromConnect = err?.findDetails(BadRequestSchema)[0];
+    expect(fromConnect?.fieldViolations).toEqual(fromGrpc?.fieldViolations);
   });
 
   it("grpc-message is percent-encoded only outside printable ASCII, and `%` itself", () => {

@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
+import { BadRequestSchema, ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
 import { ApiError, type ErrorCode, errorCodes, type RpcStatus } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 
@@ -148,11 +148,18 @@ export function toConnectError(err: ApiError, requestId: string, headers: Header
   if (err.retryAfterSeconds !== undefined) metadata.set("retry-after", String(err.retryAfterSeconds));
   const info: Record<string, string> = { requestId };
   if (err.details) info.details = JSON.stringify(err.details);
-  return new ConnectError(
-    err.message,
-    connectCode[errorCodes[err.code].rpc],
-    metadata,
-    [{ desc: ErrorInfoSchema, value: { reason: err.code, domain: ERROR_DOMAIN, metadata: info } }],
-    err,
-  );
+  const details: ConstructorParameters<typeof ConnectError>[3] = [
+    { desc: ErrorInfoSchema, value: { reason: err.code, domain: ERROR_DOMAIN, metadata: info } },
+  ];
+  // Field errors (`details.fields`, as on REST) also as the standard google.rpc.BadRequest, which gRPC
+  // libraries and tools know how to show.
+  const fields = err.details?.fields;
+  if (fields && typeof fields === "object" && !Array.isArray(fields)) {
+    const fieldViolations = Object.entries(fields as Record<string, unknown>).map(([field, description]) => ({
+      field,
+      description: String(description),
+    }));
+    if (fieldViolations.length > 0) details.push({ desc: BadRequestSchema, value: { fieldViolations } });
+  }
+  return new ConnectError(err.message, connectCode[errorCodes[err.code].rpc], metadata, details, err);
 }
