@@ -44,6 +44,11 @@ export interface Config {
   logLevel: LogLevel;
   /** Allow http and loopback webhook destinations (local development only). */
   allowLocalWebhooks: boolean;
+  /**
+   * CORS_ALLOWED_ORIGINS: web origins (`https://app.example.com`) whose browser code may call the API (REST,
+   * Connect, gRPC-Web) directly. None by default: no CORS headers at all.
+   */
+  corsOrigins: string[];
   /** Per-API-key rate limits. */
   rateLimits: { read: BucketSpec; write: BucketSpec };
   /** Limits on expensive work per partner (docs/rate-limits.md "Limits on expensive work"). */
@@ -165,6 +170,27 @@ function bool(env: Env, name: string, fallback: boolean): boolean {
   if (["1", "true", "yes", "on"].includes(raw.toLowerCase())) return true;
   if (["0", "false", "no", "off"].includes(raw.toLowerCase())) return false;
   throw new ConfigError(`${name} must be true or false, got "${raw}"`);
+}
+
+/** A comma-separated list of exact web origins (`scheme://host[:port]`); `*` is refused (keys are bearer secrets). */
+function origins(env: Env, name: string): string[] {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === "") return [];
+  return raw.split(",").map((item) => {
+    const value = item.trim();
+    if (value === "*") {
+      throw new ConfigError(
+        `${name} cannot be "*": API keys are bearer secrets, so list the exact origins of your own web apps`,
+      );
+    }
+    const url = URL.parse(value);
+    if (!url || !["http:", "https:"].includes(url.protocol) || url.origin !== value) {
+      throw new ConfigError(
+        `${name} must list origins as scheme://host[:port] (no path, no trailing slash), got "${value}"`,
+      );
+    }
+    return value;
+  });
 }
 
 function oneOf<T extends string>(env: Env, name: string, values: readonly T[], fallback: T): T {
@@ -331,6 +357,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     logLevel: oneOf(env, "LOG_LEVEL", ["debug", "info", "warn", "error", "silent"] as const, "info"),
     // Never implied (not even by the embedded default): local development, the tests and the benchmarks set it.
     allowLocalWebhooks: bool(env, "ALLOW_LOCAL_WEBHOOKS", false),
+    corsOrigins: origins(env, "CORS_ALLOWED_ORIGINS"),
     rateLimits: {
       read: bucket(env, "RATE_LIMIT_READ", defaultRateLimits.read),
       write: bucket(env, "RATE_LIMIT_WRITE", defaultRateLimits.write),

@@ -25,6 +25,7 @@ import type { Clock } from "./platform/clock.ts";
 import { constantTimeEqualStrings } from "./platform/crypto/tokens.ts";
 import type { Em, Orm } from "./platform/db/orm.ts";
 import { ApiError } from "./platform/errors.ts";
+import { createCors } from "./platform/http/cors.ts";
 import { type Handler, type Listener, listen } from "./platform/http/listener.ts";
 import { type AnyResponse, writeJson, writeRestError } from "./platform/http/rest-errors.ts";
 import {
@@ -334,6 +335,7 @@ export async function startListeners(o: ListenerOptions) {
     logger,
     reflectionServices.map((s) => s.typeName),
   );
+  const cors = createCors(config.corsOrigins);
   /** Answers a page request whose handler failed unexpectedly (never leaves it hanging, never crashes). */
   const pageFailed = (req: AnyRequest, res: AnyResponse, err: unknown) => {
     logger.error("page failed", { err, requestId: requestIdOf(req) });
@@ -351,6 +353,10 @@ export async function startListeners(o: ListenerOptions) {
         handler: withRequestId(
           (req, res) => {
             const url = req.url ?? "/";
+            // Browser clients of the API (REST, Connect, gRPC-Web, the OpenAPI document) from listed origins;
+            // never the hosted pages, which are forms of their own.
+            if ((url.startsWith("/partner/") || PROCEDURE.test(url.split("?")[0] ?? "")) && cors(req, res))
+              return;
             if (url.startsWith(docsPaths.openapi) || url.startsWith(docsPaths.reference)) {
               const pathOnly = url.split("?")[0] ?? "";
               if (pathOnly === docsPaths.openapi || pathOnly === docsPaths.reference)
