@@ -3,6 +3,7 @@ import path from "node:path";
 import { createApp } from "./app.ts";
 import { ConfigError, dataFiles, loadConfig } from "./config.ts";
 import { MasterKeyMismatchError } from "./platform/crypto/data-keys.ts";
+import { busyPort } from "./platform/http/port-check.ts";
 import { createLogger } from "./platform/logger.ts";
 import { resolveRuntime } from "./runtime.ts";
 
@@ -17,6 +18,18 @@ async function main(): Promise<void> {
       process.exit(2);
     }
     throw err;
+  }
+  const busy = await busyPort([
+    ...(config.role === "worker"
+      ? []
+      : [{ variable: "PORT" as const, host: config.host, port: config.port }]),
+    { variable: "INTERNAL_PORT", host: config.internalHost, port: config.internalPort },
+  ]);
+  if (busy) {
+    process.stderr.write(
+      `port ${busy.port} is already in use (${busy.variable}): stop what listens there, or start with ${busy.variable}=<a free port>\n`,
+    );
+    process.exit(2);
   }
   const logger = createLogger({
     level: config.logLevel,
