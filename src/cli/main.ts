@@ -3,7 +3,7 @@ import { type DescMessage, type MessageShape, toJson } from "@bufbuild/protobuf"
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { type Client, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
+import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
 import {
   type ApiKey,
   ApiKey_StatusSchema,
@@ -32,6 +32,49 @@ const USAGE = `Usage: npm run cli -- <command> [options] [--json]
 
 The internal API is found through INTERNAL_URL and INTERNAL_TOKEN, or DATA_DIR of a service started with
 \`npm start\`. With --json every command prints one JSON object (use \`npm run -s cli\` to keep npm quiet).`;
+
+const FOOTER = USAGE.slice(USAGE.indexOf("\n\nThe internal API") + 2);
+
+/** The usage of one command: its lines of {@link USAGE} (the command's line and those continuing it). */
+function usageOf(name: string): string | undefined {
+  const lines = USAGE.split("\n");
+  const start = lines.findIndex((l) => l.startsWith(`  ${name} `) || l === `  ${name}`);
+  if (start === -1) return undefined;
+  const own = [lines[start] as string];
+  for (const l of lines.slice(start + 1)) {
+    if (!/^ {10,}\S/.test(l)) break;
+    own.push(l);
+  }
+  return `Usage: npm run cli -- ${name} [options] [--json]\n\n${own.join("\n")}\n\n${FOOTER}`;
+}
+
+/** The command-line flag of an API field, for errors that name fields. */
+const FLAG_OF: Record<string, string> = {
+  name: "--name",
+  feeRateBps: "--fee-bps",
+  maxCostBps: "--max-cost-bps",
+  maxTenorDays: "--max-tenor-days",
+  partnerId: "--partner",
+  environment: "--env",
+  keyId: "--key-id",
+  expiresInHours: "--expires-in-hours",
+};
+
+/** The fields an API error names, with what is wrong with each (from BadRequest, else ErrorInfo's details). */
+function fieldsOf(err: ConnectError): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (const v of err.findDetails(BadRequestSchema)[0]?.fieldViolations ?? [])
+    fields[v.field] = v.description;
+  if (Object.keys(fields).length > 0) return fields;
+  try {
+    const details = JSON.parse(err.findDetails(ErrorInfoSchema)[0]?.metadata.details ?? "{}");
+    for (const [k, v] of Object.entries((details.fields ?? {}) as Record<string, unknown>))
+      fields[k] = String(v);
+  } catch {
+    // no details
+  }
+  return fields;
+}
 
 /** A usage mistake: printed with the usage, exit code 2. */
 class UsageError extends Error {}
@@ -207,7 +250,8 @@ async function main(argv: string[]): Promise<number> {
   const command = commands[name];
   if (values.help || !command || positionals.length !== 2) {
     if (values.help) {
-      process.stdout.write(`${USAGE}\n`);
+      // `key issue --help` is that command's usage; `--help` alone (or with an unknown command), all of them.
+      process.stdout.write(`${(command && positionals.length === 2 && usageOf(name)) || USAGE}\n`);
       return 0;
     }
     const msg = positionals.length ? `unknown command "${positionals.join(" ")}"` : "no command given";
@@ -223,13 +267,19 @@ async function main(argv: string[]): Promise<number> {
   } catch (err) {
     let code = err instanceof UsageError ? "usage" : "error";
     let message = (err as Error).message;
+    let fields: Record<string, string> = {};
     if (err instanceof ConnectError) {
       code = err.findDetails(ErrorInfoSchema)[0]?.reason ?? "error";
       message = err.rawMessage;
+      fields = fieldsOf(err);
     }
-    if (asJson) process.stdout.write(`${JSON.stringify({ error: { code, message } })}\n`);
+    const named = Object.keys(fields).length > 0;
+    if (asJson)
+      process.stdout.write(`${JSON.stringify({ error: { code, message, ...(named ? { fields } : {}) } })}\n`);
     process.stderr.write(`error: ${message}${code !== "error" && code !== "usage" ? ` (${code})` : ""}\n`);
-    if (err instanceof UsageError) process.stderr.write(`\n${USAGE}\n`);
+    for (const [field, problem] of Object.entries(fields))
+      process.stderr.write(`  ${FLAG_OF[field] ?? field}: ${problem}\n`);
+    if (err instanceof UsageError) process.stderr.write(`\n${usageOf(name) ?? USAGE}\n`);
     return err instanceof UsageError ? 2 : 1;
   }
 }

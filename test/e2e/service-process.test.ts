@@ -93,6 +93,33 @@ describe("the service process", () => {
     const dup = await runCli(["key", "issue", "--partner", partner.id, "--env", "sandbox", "--json"], env());
     expect(dup.code).toBe(1);
     expect(JSON.parse(dup.stdout)).toMatchObject({ error: { code: "api_key_exists" } });
+
+    // The server's field errors name the flag to fix, in text and in --json.
+    const fee = await runCli(["partner", "set-fee", "--partner", partner.id, "--fee-bps", "20000"], env());
+    expect(fee.code).toBe(1);
+    expect(fee.stderr).toContain("(validation_failed)");
+    expect(fee.stderr).toContain("--fee-bps: must be an integer from 0 to 10000 basis points");
+    const feeJson = await runCli(
+      ["partner", "set-fee", "--partner", partner.id, "--fee-bps", "20000", "--json"],
+      env(),
+    );
+    expect(JSON.parse(feeJson.stdout)).toMatchObject({
+      error: { code: "validation_failed", fields: { feeRateBps: expect.stringContaining("0 to 10000") } },
+    });
+  });
+
+  it("prints a subcommand's own usage for --help, and for its usage mistakes", async () => {
+    const help = await runCli(["key", "issue", "--help"], env());
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("Usage: npm run cli -- key issue");
+    expect(help.stdout).toContain("--partner ID --env sandbox|production");
+    expect(help.stdout).not.toContain("signing-key rotate");
+    const all = await runCli(["--help"], env());
+    expect(all.stdout).toContain("signing-key rotate");
+    const mistake = await runCli(["partner", "set-terms", "--partner", "ptn_x"], env());
+    expect(mistake.code).toBe(2);
+    expect(mistake.stderr).toContain("--max-cost-bps");
+    expect(mistake.stderr).not.toContain("key revoke");
   });
 
   it("keeps private keys encrypted at rest", async () => {
