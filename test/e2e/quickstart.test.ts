@@ -6,6 +6,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { rest } from "../support/clients.ts";
 
 // The README's quickstart, exactly as written: its code blocks, in order, run by plain Node as a partner
 // would run them, importing only the SDK package.
@@ -63,12 +64,17 @@ describe("the README quickstart", () => {
         timeout: 60_000,
       });
       const lines = stdout.trim().split("\n");
-      expect(lines.map((l) => l.slice(0, 2))).toEqual(["1.", "2.", "3.", "4.", "5.", "6."]);
+      expect(lines.map((l) => l.slice(0, 2))).toEqual(["1.", "2.", "3.", "4.", "5.", "6.", "7."]);
       expect(lines[1]).toMatch(/^2\. consent granted cns_/);
       expect(lines[2]).toMatch(/^3\. verified snapshot: tier Trusted inflow \d+/);
       expect(lines[3]).toMatch(/^4\. offered dsb_\S+ to accept at http:\/\/\S+\/mandate\/[0-9A-Za-z]{32}$/);
-      expect(lines[4]).toMatch(/^5\. accepted and delivered dsb_\S+ fee 75000/);
+      // Amounts print as plain numbers (kobo), not as bigint literals.
+      expect(lines[4]).toMatch(/^5\. accepted and delivered dsb_\S+ fee 75000$/);
       expect(lines[5]).toMatch(/^6\. repayment collected rpy_/);
+      expect(lines[6]).toMatch(/^7\. webhook subscription removed whk_/);
+      // Run after run, no subscription is left behind to a closed port.
+      const left = await rest(t.partnerUrl, "GET", "/partner/v1/webhooks", { key: p.sandboxKey });
+      expect(left.body).toEqual([]); // REST returns the array as the body
     } finally {
       await fs.rm(file, { force: true });
       await fs.rm(tsconfig, { force: true });
