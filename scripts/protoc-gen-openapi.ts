@@ -257,7 +257,15 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
         "Signed, consent-gated underwriting snapshots, consent, disbursements and signed webhooks for lending " +
         "partners. Every operation is also served over Connect, gRPC-Web and gRPC from the same proto files. " +
         "Money is integer kobo, as decimal strings. Errors share one body: `{ code, message, requestId, details? }`. " +
-        "This document is served at `/partner/v1/openapi.json`, and as a page at `/partner/v1/reference`.",
+        "This document is served at `/partner/v1/openapi.json`, and as a page at `/partner/v1/reference`.\n\n" +
+        "**Authentication.** Send your API key on every request as `Authorization: Bearer <key>`. A key starting " +
+        "`sk_sandbox_` works in the sandbox (simulated money, fixture users you can drive with the `/sandbox` " +
+        "helpers); a key starting `sk_live_` works in production. Each sees only its own environment's data. Your " +
+        "keys are issued by the platform's operator, who gives you one per environment; keep them secret (only " +
+        "their SHA-256 is stored, so a lost key is replaced, never shown again). A missing key is `401 " +
+        "unauthenticated`, an unknown one `401 invalid_api_key`; rate limits are announced in the `RateLimit` " +
+        "and `RateLimit-Policy` headers of every answer. POSTs take an `Idempotency-Key` header, so a retry never " +
+        "acts twice.",
     },
     servers: [{ url: "/", description: "The API's own origin" }],
     security: [{ apiKey: [] }],
@@ -274,7 +282,7 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
       },
       responses: {
         Error: {
-          description: "An error (CONTRACT.md §8): the HTTP status by category, the `code` to branch on.",
+          description: "An error: the HTTP status by category, the `code` to branch on.",
           headers: {
             "Retry-After": { description: "With 429 and 503: seconds to wait.", schema: { type: "integer" } },
           },

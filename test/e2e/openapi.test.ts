@@ -72,4 +72,13 @@ describe("the OpenAPI document", () => {
     expect(html).not.toContain("<script");
     expect((await fetch(`${t.partnerUrl}/partner/v1/reference`, { method: "POST" })).status).toBe(405);
   });
+
+  it("stands alone for a partner: says how to authenticate, and cites no document a partner does not have", async () => {
+    const html = await (await fetch(`${t.partnerUrl}/partner/v1/reference`)).text();
+    for (const text of [generated, html]) {
+      expect(text).toContain("Authorization: Bearer");
+      expect(text).toContain("sk_sandbox_");
+      expect(text).not.toMatch(/SPEC\.md|CONTRACT\.md|CONTRACT §/);
+    }
+  });
 });

@@ -731,7 +731,7 @@ export const GetConsentLinkResponseSchema: GenMessage<GetConsentLinkResponse> = 
   messageDesc(file_partner_v1_consents, 12);
 
 /**
- * ConsentService reads and ends consents, and creates consent links (SPEC.md "Consent", CONTRACT.md §4).
+ * ConsentService reads and ends consents, and creates consent links.
  * No snapshot is read without an ACTIVE consent of the caller's partner and environment for that user.
  *
  * Scopes: `standing`, `signals.standing`, `signals.work`, `signals.cashflow`, `ledger`, `kyc`,

@@ -92,8 +92,8 @@ export type Repayment = Message<"partner.v1.Repayment"> & {
   collectedAt: string;
 
   /**
-   * The refund of what was collected, when the payout was reversed after this repayment was collected
-   * (CONTRACT.md §6). Unset otherwise.
+   * The refund of what was collected, when the payout was reversed after this repayment was collected.
+   * Unset otherwise.
    *
    * @generated from field: partner.v1.Repayment.Refund refund = 11;
    */
@@ -668,7 +668,7 @@ export const Disbursement_Status = {
    * Delivered, then returned by the provider (`failureReason`: `transfer_reversed`). Principal and fee are
    * booked back (PRINCIPAL_REVERSED, FEE_REVERSED), the remaining schedule is cancelled, repayments already
    * collected are refunded to the person (each repayment's `refund`; REPAYMENT_REFUND in the books), and no
-   * event is sent (CONTRACT.md §6): poll GET, or reconcile from the books.
+   * event is sent: poll GET, or reconcile from the books.
    *
    * @generated from enum value: REVERSED = 5;
    */
@@ -685,7 +685,7 @@ export const Disbursement_Status = {
   /**
    * The person declined the mandate (`failureReason`: `mandate_declined`), did not answer before
    * `acceptanceExpiresAt` (`mandate_expired`), or five wrong one-time codes locked it (`mandate_locked`):
-   * no payout, no fee, no debit. No event is sent (SPEC.md names six): poll GET.
+   * no payout, no fee, no debit. No event is sent: poll GET.
    *
    * @generated from enum value: CANCELLED = 7;
    */
@@ -975,7 +975,7 @@ export const GetDisbursementResponseSchema: GenMessage<GetDisbursementResponse> 
   messageDesc(file_partner_v1_disbursements, 13);
 
 /**
- * DisbursementService starts payouts and reports them (CONTRACT.md §6). Money is kobo, as decimal strings
+ * DisbursementService starts payouts and reports them. Money is kobo, as decimal strings
  * in JSON. Every create needs an `Idempotency-Key` (400 `idempotency_key_required`): a retry with the same
  * key returns the first result and never pays twice.
  *

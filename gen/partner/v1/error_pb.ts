@@ -14,7 +14,7 @@ export const file_partner_v1_error: GenFile = /*@__PURE__*/
   fileDesc("ChZwYXJ0bmVyL3YxL2Vycm9yLnByb3RvEgpwYXJ0bmVyLnYxImQKBUVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJEigKB2RldGFpbHMYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QuQBCiJjb20ucGFydG5lcnVuZGVyd3JpdGluZy5wYXJ0bmVyLnYxQgpFcnJvclByb3RvUAFaP2dpdGh1Yi5jb20vcGFydG5lci11bmRlcndyaXRpbmcvYXBpL2dlbi9nby9wYXJ0bmVyL3YxO3BhcnRuZXJ2MaICA1BVUKoCHlBhcnRuZXJVbmRlcndyaXRpbmcuUGFydG5lci5WMboCA1BVUMoCHlBhcnRuZXJVbmRlcndyaXRpbmdcUGFydG5lclxWMeoCIFBhcnRuZXJVbmRlcndyaXRpbmc6OlBhcnRuZXI6OlYxYgZwcm90bzM", [file_google_protobuf_struct]);
 
 /**
- * Error is the body of every REST error response (CONTRACT.md §8). Connect and gRPC clients receive the
+ * Error is the body of every REST error response. Connect and gRPC clients receive the
  * same `code` as the `reason` of a `google.rpc.ErrorInfo` detail, with `requestId` in its metadata, and the
  * matching status code.
  *

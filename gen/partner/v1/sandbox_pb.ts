@@ -549,7 +549,7 @@ export const CollectRepaymentResponseSchema: GenMessage<CollectRepaymentResponse
 
 /**
  * SandboxService acts, in the sandbox only, for the people and systems a partner cannot drive from outside
- * (CONTRACT.md §7): the user on the consent page and in the dashboard, the platform's scoring, and the payment
+ * in production: the user on the consent page and in the dashboard, the platform's scoring, and the payment
  * provider. Each helper goes through the same code path, and raises the same events, as the real action. A
  * live key gets 403 `sandbox_only`.
  *

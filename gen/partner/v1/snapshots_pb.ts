@@ -622,8 +622,7 @@ export const SignatureSchema: GenMessage<Signature> = /*@__PURE__*/
   messageDesc(file_partner_v1_snapshots, 11);
 
 /**
- * SnapshotService serves signed, consent-gated underwriting snapshots (SPEC.md "Snapshot",
- * CONTRACT.md §3).
+ * SnapshotService serves signed, consent-gated underwriting snapshots.
  *
  * Every face returns the same bytes: the snapshot JSON document, signed with Ed25519 over its canonical
  * form (the document without `signature`, keys sorted, no whitespace: RFC 8785 output, as the document

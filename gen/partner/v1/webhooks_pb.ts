@@ -931,7 +931,7 @@ export const GetEventResponseSchema: GenMessage<GetEventResponse> = /*@__PURE__*
   messageDesc(file_partner_v1_webhooks, 23);
 
 /**
- * WebhookService manages webhook subscriptions and their deliveries (SPEC.md "Events", CONTRACT.md §5).
+ * WebhookService manages webhook subscriptions and their deliveries.
  *
  * Every delivery is a POST of the event's JSON body `{ id, type, createdAt, payload, test? }` signed with
  * the subscription's secret: `X-Service-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">`, plus
