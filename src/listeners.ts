@@ -2,6 +2,7 @@ import { createContextValues } from "@connectrpc/connect";
 import { ApiKeyService } from "../gen/internal/v1/api_keys_pb.ts";
 import { IngestService } from "../gen/internal/v1/ingest_pb.ts";
 import { PartnerService } from "../gen/internal/v1/partners_pb.ts";
+import { SandboxAdminService } from "../gen/internal/v1/sandbox_admin_pb.ts";
 import { SigningKeyService } from "../gen/internal/v1/signing_keys_pb.ts";
 import { ConsentAdminService, UserService } from "../gen/internal/v1/users_pb.ts";
 import { ConsentService } from "../gen/partner/v1/consents_pb.ts";
@@ -46,6 +47,7 @@ import { connectAdapter } from "./platform/rpc/node-adapter.ts";
 import { createReflection, reflectionServices } from "./platform/rpc/reflection.ts";
 import type { AddressGuard } from "./ratelimit/address-guard.ts";
 import { createSandboxHandlers } from "./sandbox/sandbox.handlers.ts";
+import { createSandboxAdminHandlers } from "./sandbox/sandbox-admin.handlers.ts";
 import type { Services } from "./services.ts";
 import { createKeysHandlers, createSigningKeyAdminHandlers } from "./signing/keys.handlers.ts";
 import { createIngestHandlers, createSnapshotHandlers } from "./snapshot/snapshot.handlers.ts";
@@ -410,6 +412,10 @@ export async function startListeners(o: ListenerOptions) {
         services.consentLinks,
         services.mandates,
       ) as never,
+    },
+    {
+      service: SandboxAdminService,
+      impl: createSandboxAdminHandlers(services.sandbox, services.fixtures, services.partners) as never,
     },
   ];
   const internalConnect = connectHandler(

@@ -11,6 +11,7 @@ import {
   ApiKeyService,
 } from "../../gen/internal/v1/api_keys_pb.ts";
 import { type Partner, PartnerSchema, PartnerService } from "../../gen/internal/v1/partners_pb.ts";
+import { SandboxAdminService } from "../../gen/internal/v1/sandbox_admin_pb.ts";
 import { SigningKeyService } from "../../gen/internal/v1/signing_keys_pb.ts";
 import { type SigningKey, SigningKey_StatusSchema } from "../../gen/partner/v1/keys_pb.ts";
 import { discoverTarget } from "./discover.ts";
@@ -29,6 +30,8 @@ const USAGE = `Usage: npm run cli -- <command> [options] [--json]
   key list --partner ID                          list a partner's keys
   signing-key list --env sandbox|production      list published snapshot-signing keys
   signing-key rotate --env sandbox|production    rotate the signing key now
+  sandbox seed [--partner ID]                    seed the sandbox fixture users now; with --partner, also
+                                                 restore that partner's sandbox to its first day
 
 The internal API is found through INTERNAL_URL and INTERNAL_TOKEN, or DATA_DIR of a service started with
 \`npm start\`. With --json every command prints one JSON object (use \`npm run -s cli\` to keep npm quiet).`;
@@ -83,6 +86,7 @@ interface Clients {
   partners: Client<typeof PartnerService>;
   apiKeys: Client<typeof ApiKeyService>;
   signingKeys: Client<typeof SigningKeyService>;
+  sandbox: Client<typeof SandboxAdminService>;
 }
 
 type Flags = Record<string, string | boolean | undefined>;
@@ -201,6 +205,17 @@ const commands: Record<string, Command> = {
       text: res.keys.map(signingLine).join("\n"),
     };
   },
+  async "sandbox seed"(f, c) {
+    const partner = f.partner === undefined ? "" : need(f, "partner");
+    const res = await c.sandbox.seedSandbox({ partnerId: partner });
+    const restored = partner
+      ? `\nrestored ${partner}'s sandbox: ${res.consents} consents, ${res.consentLinks} consent links, ${res.disbursements} disbursements, ${res.standings} standings, ${res.ledgerEntries} ledger lines removed`
+      : "";
+    return {
+      json: toJson(SandboxAdminService.method.seedSandbox.output, res, { alwaysEmitImplicit: true }),
+      text: `seeded ${res.users} sandbox fixture users (${res.ledgerDays} ledger days added)${restored}`,
+    };
+  },
   async "signing-key rotate"(f, c) {
     const res = await c.signingKeys.rotateSigningKey({ environment: env(f) });
     return {
@@ -231,6 +246,7 @@ function clients(url: string, token: string): Clients {
     partners: createClient(PartnerService, transport),
     apiKeys: createClient(ApiKeyService, transport),
     signingKeys: createClient(SigningKeyService, transport),
+    sandbox: createClient(SandboxAdminService, transport),
   };
 }
 

@@ -266,6 +266,17 @@ export function createSandboxFixtures(o: {
       if (fresh) o.logger.info("seeded sandbox fixture users", { users: fixtureUsers.length, days });
       return { seeded: fresh, days };
     },
+
+    /**
+     * Seeds the fixture users now, whatever was seeded before (`npm run cli -- sandbox seed`): their documented
+     * profiles, standing and KYC written again, their past loans where missing, their ledger up to yesterday.
+     */
+    async reseed(em: Em): Promise<{ users: number; days: number }> {
+      await seedPeople(em, o.now());
+      const { days } = await this.ensure(em);
+      o.logger.info("reseeded sandbox fixture users", { users: fixtureUsers.length, days });
+      return { users: fixtureUsers.length, days };
+    },
   };
 
   async function seedPeople(em: Em, now: Date): Promise<void> {

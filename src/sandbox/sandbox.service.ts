@@ -117,6 +117,11 @@ export function createSandboxService(o: {
       });
     },
 
+    /** The operator restores one partner's sandbox, as the partner's own reset does (`sandbox seed --partner`). */
+    async resetPartner(em: Em, partnerId: string): Promise<SandboxReset> {
+      return this.reset(em, { keyId: "", partnerId, environment: "sandbox" });
+    },
+
     /** The person accepts or declines a disbursement's repayment mandate. */
     async decideMandate(em: Em, caller: Caller, id: string, accept: boolean): Promise<void> {
       sandboxOnly(caller);

@@ -94,6 +94,12 @@ describe("the service process", () => {
     expect(dup.code).toBe(1);
     expect(JSON.parse(dup.stdout)).toMatchObject({ error: { code: "api_key_exists" } });
 
+    // The operator seeds the sandbox fixtures, and restores one partner's sandbox.
+    expect(await cliJson("sandbox", "seed")).toMatchObject({ users: expect.any(Number), partnerId: "" });
+    expect(await cliJson("sandbox", "seed", "--partner", partner.id)).toMatchObject({
+      partnerId: partner.id,
+    });
+
     // The server's field errors name the flag to fix, in text and in --json.
     const fee = await runCli(["partner", "set-fee", "--partner", partner.id, "--fee-bps", "20000"], env());
     expect(fee.code).toBe(1);
