@@ -69,8 +69,44 @@ function scalarSchema(t: ScalarType): Schema {
   }
 }
 
+/** Every message reachable from `roots` through message fields (lists and maps included), roots too. */
+function reachable(roots: DescMessage[]): Set<string> {
+  const seen = new Set<string>();
+  const visit = (m: DescMessage) => {
+    if (seen.has(m.typeName)) return;
+    seen.add(m.typeName);
+    for (const f of m.fields) {
+      if (f.fieldKind === "message") visit(f.message);
+      if (f.fieldKind === "list" && f.listKind === "message") visit(f.message);
+      if (f.fieldKind === "map" && f.mapKind === "message") visit(f.message);
+    }
+  };
+  for (const m of roots) visit(m);
+  return seen;
+}
+
 function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: DescFile[]) {
   const schemas: Record<string, Schema> = {};
+  // Where each message is used decides what its schema promises:
+  // - sent by clients (request bodies): unknown fields are refused (`additionalProperties: false`);
+  // - only answered by the server, in proto3 JSON with every field emitted: each field that is not a message and
+  //   not `optional` is always present (`required`);
+  // - the signed snapshot document, whose JSON is the service's own: every field is present, a proto3
+  //   `optional` one (and a group marked "null out of scope") as `null` when it has no value, and the scope
+  //   groups (`signals`, `ledgerWindow`, `kyc`, `repaymentHistory`) absent outside their scope.
+  const services0 = toGenerate.flatMap((f) => f.services);
+  const inputs = reachable(services0.flatMap((s) => s.methods.map((m) => m.input)));
+  const outputs = reachable(services0.flatMap((s) => s.methods.map((m) => m.output)));
+  const snapshot = files.getMessage("partner.v1.Snapshot");
+  const documentTypes = snapshot ? reachable([snapshot]) : new Set<string>();
+  // Enums the server answers with: there an unset field reads as the zero value (`*_UNSPECIFIED`, "not set").
+  const answeredEnums = new Set(
+    [...outputs].flatMap((name) =>
+      (files.getMessage(name)?.fields ?? []).flatMap((f) =>
+        f.fieldKind === "enum" || (f.fieldKind === "list" && f.listKind === "enum") ? [f.enum.typeName] : [],
+      ),
+    ),
+  );
   const refOf = (desc: DescMessage | DescEnum): Schema => {
     if (desc.kind === "message") addMessage(desc);
     else addEnum(desc);
@@ -123,19 +159,52 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
     const description = text(f);
     return description ? (s.$ref ? { ...s, description } : { ...s, description }) : s;
   };
+  /** A schema that also admits `null` (OpenAPI 3.1: a `$ref` sits beside `null` in `anyOf`). */
+  const orNull = (s: Schema): Schema => {
+    if (s.$ref) {
+      const { description, ...ref } = s;
+      return { anyOf: [ref, { type: "null" }], ...(description ? { description } : {}) };
+    }
+    return { ...s, type: [s.type as string, "null"] };
+  };
   function addMessage(m: DescMessage, omit: string[] = [], name = m.typeName): void {
     if (schemas[name]) return;
     schemas[name] = {}; // reserve first: messages may refer to themselves
     const properties: Record<string, Schema> = {};
-    for (const f of m.fields) if (!omit.includes(f.name)) properties[f.jsonName] = fieldSchema(f);
-    schemas[name] = { type: "object", description: text(m) || undefined, properties };
+    const required: string[] = [];
+    const inDocument = documentTypes.has(m.typeName);
+    for (const f of m.fields) {
+      if (omit.includes(f.name)) continue;
+      let s = fieldSchema(f);
+      if (inDocument) {
+        const nullable = f.proto.proto3Optional || /\bnull out of scope\b/.test(text(f));
+        if (nullable) s = orNull(s);
+        // Scope groups are absent out of scope; everything else is always there.
+        if (f.fieldKind !== "message" || nullable || f.message.typeName === "partner.v1.Signature")
+          required.push(f.jsonName);
+      } else if (outputs.has(m.typeName) && !inputs.has(m.typeName)) {
+        if (f.fieldKind !== "message" && !f.proto.proto3Optional) required.push(f.jsonName);
+      }
+      properties[f.jsonName] = s;
+    }
+    schemas[name] = {
+      type: "object",
+      description: text(m) || undefined,
+      properties,
+      ...(required.length ? { required } : {}),
+      ...(inputs.has(m.typeName) && !outputs.has(m.typeName) ? { additionalProperties: false } : {}),
+    };
   }
   function addEnum(e: DescEnum): void {
     if (schemas[e.typeName]) return;
     schemas[e.typeName] = {
       type: "string",
       description: text(e) || undefined,
-      enum: e.values.map((v) => v.name),
+      // The zero value means "not set": refused in requests, so offered only where the server answers with the
+      // enum (a field not set yet, such as `revokedBy` of a consent that was never revoked).
+      enum: e.values
+        .filter((v) => answeredEnums.has(e.typeName) || !(v.number === 0 && v.name.endsWith("_UNSPECIFIED")))
+        .map((v) => v.name),
     };
   }
 
@@ -191,7 +260,7 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
         description: required
           ? "Required: 1–255 characters. A retry with the same key and body returns the first response and never repeats the write."
           : "Optional: 1–255 characters. A retry with the same key and body returns the first response (`Idempotent-Replayed: true`).",
-        schema: { type: "string", minLength: 1, maxLength: 255 },
+        schema: { type: "string", pattern: "^[\\x21-\\x7e]{1,255}$" },
       });
     }
     let requestBody: Schema | undefined;

@@ -2,7 +2,10 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createPartner } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { rest } from "../support/clients.ts";
+import { openApiProblems } from "../support/openapi-check.ts";
 
 const generated = readFileSync(
   path.resolve(import.meta.dirname, "../../gen/openapi/partner.v1.openapi.json"),
@@ -80,5 +83,37 @@ describe("the OpenAPI document", () => {
       expect(text).toContain("sk_sandbox_");
       expect(text).not.toMatch(/SPEC\.md|CONTRACT\.md|CONTRACT §/);
     }
+  });
+
+  it("is what every REST answer of the tests is checked against, and the check catches a body that breaks it", async () => {
+    const p = await createPartner(t);
+    const keys = await rest(t.partnerUrl, "GET", "/partner/v1/keys", { key: p.sandboxKey });
+    expect(openApiProblems("GET", "/partner/v1/keys", 200, keys.body)).toEqual([]);
+    // A key without its kid, an unknown status, a number where a string belongs: each is reported.
+    const [first] = keys.body.keys;
+    const { kid: _, ...noKid } = first;
+    expect(openApiProblems("GET", "/partner/v1/keys", 200, { keys: [noKid] }).join()).toMatch(/kid/);
+    expect(
+      openApiProblems("GET", "/partner/v1/keys", 200, { keys: [{ ...first, status: "RETIRED_FOREVER" }] }),
+    ).not.toEqual([]);
+    // An error body must be the Error schema too.
+    expect(openApiProblems("GET", "/partner/v1/keys", 401, { code: 401 })).not.toEqual([]);
+    // A snapshot with a null the scope rule never yields, or a group that is neither absent nor an object.
+    const doc = {
+      snapshotId: "snp_x",
+      userId: "u",
+      environment: "sandbox",
+      consentId: "c",
+      generatedAt: "t",
+    };
+    expect(
+      openApiProblems("GET", "/partner/v1/users/u/snapshot", 200, {
+        ...doc,
+        standing: null,
+        userId: null,
+        signals: {},
+        signature: {},
+      }),
+    ).not.toEqual([]);
   });
 });

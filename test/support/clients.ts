@@ -14,6 +14,7 @@ import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/conn
 import * as grpc from "@grpc/grpc-js";
 import { type ErrorInfo, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
 import { StatusSchema } from "../../gen/google/rpc/status_pb.ts";
+import { assertConformsToOpenApi } from "./openapi-check.ts";
 
 /** A REST response, parsed. */
 export interface RestResponse<T = unknown> {
@@ -38,7 +39,14 @@ export async function rest<T = any>(
   }
   const res = await fetch(`${baseUrl}${path}`, { method, headers, body });
   const text = await res.text();
-  return { status: res.status, headers: res.headers, body: (text ? JSON.parse(text) : undefined) as T };
+  const parsed = text && res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : undefined;
+  // Every answer of the API is checked against its published OpenAPI document.
+  if (parsed !== undefined) assertConformsToOpenApi(method, path, res.status, parsed);
+  return {
+    status: res.status,
+    headers: res.headers,
+    body: (parsed ?? (text ? JSON.parse(text) : undefined)) as T,
+  };
 }
 
 function authInterceptor(authorization: string | undefined): Interceptor {

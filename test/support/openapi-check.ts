@@ -1,0 +1,82 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { Ajv2020 } from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
+
+// Every REST answer the tests receive is checked against the published OpenAPI document, with a validator we
+// did not write (ajv, JSON Schema 2020-12): a field the document does not allow, a null it does not admit, a
+// missing required field or a wrong type fails the test that got it.
+
+const DOC_ID = "https://partner-api.invalid/openapi.json";
+type Operation = {
+  responses: Record<string, { $ref?: string; content?: Record<string, { schema: unknown }> }>;
+};
+type Doc = {
+  paths: Record<string, Record<string, Operation>>;
+  components: { responses: Record<string, { content?: Record<string, { schema: unknown }> }> };
+};
+
+const doc = JSON.parse(
+  readFileSync(path.resolve(import.meta.dirname, "../../gen/openapi/partner.v1.openapi.json"), "utf8"),
+) as Doc;
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+(addFormats as unknown as (a: Ajv2020) => void)(ajv);
+ajv.addFormat("int32", {
+  type: "number",
+  validate: (n: number) => Number.isInteger(n) && n >= -(2 ** 31) && n < 2 ** 31,
+});
+ajv.addFormat("int64", /^-?[0-9]+$/);
+ajv.addSchema({ ...doc, $id: DOC_ID });
+
+const routes = Object.keys(doc.paths).map((template) => ({
+  template,
+  pattern: new RegExp(`^${template.replace(/\{[^}]+\}/g, "[^/]+")}$`),
+}));
+const pointer = (...parts: string[]) =>
+  parts.map((p) => p.replaceAll("~", "~0").replaceAll("/", "~1")).join("/");
+const validators = new Map<string, ReturnType<typeof ajv.compile>>();
+
+/** Problems with a REST answer, as the document sees them; empty when it conforms (or is not the API's). */
+export function openApiProblems(method: string, url: string, status: number, body: unknown): string[] {
+  const pathOnly = new URL(url, "http://x").pathname;
+  if (!pathOnly.startsWith("/partner/v1/") || method === "HEAD") return [];
+  if (pathOnly === "/partner/v1/openapi.json" || pathOnly === "/partner/v1/reference") return [];
+  // Most literal template first, as the server routes.
+  const route = routes
+    .filter((r) => r.pattern.test(pathOnly))
+    .sort((a, b) => b.template.split("{").length - a.template.split("{").length)
+    .reverse()[0];
+  const verb = method.toLowerCase();
+  const op = route && doc.paths[route.template]?.[verb];
+  // Not a route (404) or not this method (405): the error body is still the document's Error.
+  let where: string;
+  if (!op || !route)
+    where = pointer("components", "responses", "Error", "content", "application/json", "schema");
+  else {
+    const key = op.responses[String(status)] ? String(status) : "default";
+    const response = op.responses[key];
+    if (!response) return [`${method} ${route.template} has no ${status} response in the document`];
+    where = response.$ref
+      ? `${response.$ref.slice(2)}/content/application~1json/schema`
+      : pointer("paths", route.template, verb, "responses", key, "content", "application/json", "schema");
+  }
+  let validate = validators.get(where);
+  if (!validate) {
+    validate = ajv.compile({ $ref: `${DOC_ID}#/${where}` });
+    validators.set(where, validate);
+  }
+  if (validate(body)) return [];
+  return (validate.errors ?? []).map(
+    (e) => `${e.instancePath || "(body)"} ${e.message} ${JSON.stringify(e.params)}`,
+  );
+}
+
+/** Throws when a REST answer does not conform to the document. */
+export function assertConformsToOpenApi(method: string, url: string, status: number, body: unknown): void {
+  const problems = openApiProblems(method, url, status, body);
+  if (problems.length > 0) {
+    throw new Error(
+      `${method} ${url} answered ${status} with a body the OpenAPI document does not allow:\n  ${problems.join("\n  ")}\n${JSON.stringify(body).slice(0, 2000)}`,
+    );
+  }
+}
