@@ -309,6 +309,33 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
     };
   }
 
+  // Links for stateful tools: what a create answers (its `id`) is the `{id}` of the operations on the created
+  // resource (`POST /partner/v1/webhooks` → `GET`, `PATCH`, `DELETE /partner/v1/webhooks/{id}`).
+  for (const [path, verbs] of Object.entries(paths)) {
+    const create = verbs.post as { responses: Record<string, Schema>; operationId: string } | undefined;
+    const targets = paths[`${path}/{id}`];
+    if (!create || !targets) continue;
+    const ok = create.responses["200"] as { content: Record<string, { schema: Schema }>; links?: Schema };
+    const schema = ok.content["application/json"]?.schema;
+    const target = schema?.$ref ? schemas[String(schema.$ref).split("/").pop() ?? ""] : schema;
+    const props = (target?.properties ?? {}) as Record<string, Schema>;
+    // The created resource's id: at the top (`{ id, … }`) or in the one message field that holds it.
+    const at = props.id
+      ? "/id"
+      : Object.entries(props)
+          .filter(
+            ([, v]) => v.$ref && (schemas[String(v.$ref).split("/").pop() ?? ""]?.properties as Schema)?.id,
+          )
+          .map(([k]) => `/${k}/id`)[0];
+    if (!at) continue;
+    ok.links = Object.fromEntries(
+      Object.values(targets).map((op) => {
+        const id = (op as { operationId: string }).operationId;
+        return [id, { operationId: id, parameters: { id: `$response.body#${at}` } }];
+      }),
+    );
+  }
+
   const error = files.getMessage("partner.v1.Error");
   const errorSchema = error ? refOf(error) : { type: "object" };
   // Stable key order: the document is committed and checked for freshness.

@@ -116,4 +116,33 @@ describe("the OpenAPI document", () => {
       }),
     ).not.toEqual([]);
   });
+
+  it("links each create to the operations on what it created, through a pointer that resolves in a real answer", async () => {
+    const doc = JSON.parse(generated);
+    const links = doc.paths["/partner/v1/webhooks"].post.responses["200"].links;
+    expect(Object.keys(links).sort()).toEqual([
+      "WebhookService_DeleteWebhook",
+      "WebhookService_GetWebhook",
+      "WebhookService_UpdateWebhook",
+    ]);
+    expect(
+      doc.paths["/partner/v1/disbursements"].post.responses["200"].links.DisbursementService_GetDisbursement,
+    ).toEqual({
+      operationId: "DisbursementService_GetDisbursement",
+      parameters: { id: "$response.body#/id" },
+    });
+    const p = await createPartner(t);
+    const link =
+      doc.paths["/partner/v1/consent-links"].post.responses["200"].links.ConsentService_GetConsentLink;
+    const created = await rest(t.partnerUrl, "POST", "/partner/v1/consent-links", {
+      key: p.sandboxKey,
+      body: { phoneNumber: "+2348000000001", scopes: ["standing"], ledgerWindowDays: 30 },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    const pointer = String(link.parameters.id).replace("$response.body#/", "");
+    const fetched = await rest(t.partnerUrl, "GET", `/partner/v1/consent-links/${created.body[pointer]}`, {
+      key: p.sandboxKey,
+    });
+    expect(fetched.status).toBe(200);
+  });
 });
