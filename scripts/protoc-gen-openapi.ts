@@ -23,6 +23,7 @@ import {
   FileDescriptorSetSchema,
 } from "@bufbuild/protobuf/wkt";
 import { getComments, runNodeJs } from "@bufbuild/protoplugin";
+import { type ErrorCode, errorCodes } from "../src/platform/errors.ts";
 
 /** The runtime shape of a `google.api.HttpRule` (read from the request's own descriptors, not gen/). */
 interface HttpRule {
@@ -67,6 +68,70 @@ function scalarSchema(t: ScalarType): Schema {
     default:
       return { type: "integer", format: "int32" };
   }
+}
+
+/**
+ * The error codes an operation can answer, by what it is: every operation authenticates, is rate limited and
+ * may fail; one with path parameters may not find its resource; one with a body may refuse it; a write may
+ * meet a conflict or an idempotency key in use; and the codes particular to a few methods. Each status lists
+ * its codes as an enum of `code`, so a generated client knows them, and the test suite checks every answer
+ * against them.
+ */
+function errorCodesOf(
+  service: DescService,
+  method: DescMethod,
+  shape: { pathParams: boolean; query: boolean; body: boolean; verb: string },
+): ErrorCode[] {
+  const codes: ErrorCode[] = [
+    "invalid_request",
+    // An unknown query parameter, on any operation.
+    "invalid_argument",
+    "unauthenticated",
+    "invalid_api_key",
+    "api_key_revoked",
+    "api_key_expired",
+    "rate_limited",
+    "internal",
+    "unavailable",
+  ];
+  if (shape.query) codes.push("invalid_argument", "validation_failed");
+  if (shape.pathParams) codes.push("not_found");
+  if (shape.body)
+    codes.push("payload_too_large", "unsupported_media_type", "invalid_argument", "validation_failed");
+  if (shape.verb !== "get") codes.push("conflict");
+  if (shape.verb === "post") codes.push("idempotency_key_in_use", "idempotency_key_reused");
+  if (service.name === "SandboxService") codes.push("sandbox_only");
+  const name = `${service.name}.${method.name}`;
+  const particular: Record<string, ErrorCode[]> = {
+    "SnapshotService.GetSnapshot": [
+      "invalid_ledger_window",
+      "consent_required",
+      "consent_revoked",
+      "consent_expired",
+      "ledger_window_exceeds_consent",
+      "too_many_concurrent_reads",
+      "invalid_argument",
+    ],
+    "DisbursementService.CreateDisbursement": [
+      "idempotency_key_required",
+      "user_daily_disbursement_limit",
+      "consent_required",
+      "consent_revoked",
+      "consent_expired",
+      "permission_denied",
+    ],
+    "ConsentService.CreateConsentLink": ["invalid_scope", "invalid_phone_number", "invalid_ledger_window"],
+    "WebhookService.CreateWebhook": ["invalid_event_type"],
+    "WebhookService.UpdateWebhook": ["invalid_event_type"],
+    "WebhookService.SendTestEvent": ["invalid_event_type", "webhook_sends_rate_limited"],
+    "WebhookService.ReplayDelivery": ["webhook_sends_rate_limited"],
+    "SandboxService.AcceptConsentLink": ["consent_link_gone"],
+    "SandboxService.DeclineConsentLink": ["consent_link_gone"],
+    "SandboxService.AcceptDisbursement": ["mandate_gone"],
+    "SandboxService.DeclineDisbursement": ["mandate_gone"],
+  };
+  codes.push(...(particular[name] ?? []));
+  return [...new Set(codes)].filter((c) => c in errorCodes);
 }
 
 /** Every message reachable from `roots` through message fields (lists and maps included), roots too. */
@@ -221,6 +286,50 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
     for (const method of service.methods) addOperation(service, method);
   }
 
+  /** The error answers of an operation, a status each, its codes the enum of `code`. */
+  function errorResponses(
+    service: DescService,
+    method: DescMethod,
+    shape: Parameters<typeof errorCodesOf>[2],
+  ): Record<string, Schema> {
+    const byStatus = new Map<number, ErrorCode[]>();
+    for (const code of errorCodesOf(service, method, shape)) {
+      const status = errorCodes[code].http;
+      byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+    }
+    return Object.fromEntries(
+      [...byStatus.entries()]
+        .sort(([a], [b]) => a - b)
+        .map(([status, codes]) => [
+          String(status),
+          {
+            description: `Error: ${codes.map((c) => `\`${c}\``).join(", ")}.`,
+            ...(status === 429 || status === 503
+              ? {
+                  headers: {
+                    "Retry-After": { description: "Seconds to wait.", schema: { type: "integer" } },
+                  },
+                }
+              : {}),
+            content: {
+              "application/json": {
+                schema: {
+                  allOf: [
+                    { $ref: "#/components/schemas/partner.v1.Error" },
+                    {
+                      type: "object",
+                      required: ["code", "message", "requestId"],
+                      properties: { code: { enum: codes } },
+                    },
+                  ],
+                },
+              },
+            },
+          },
+        ]),
+    );
+  }
+
   function addOperation(service: DescService, method: DescMethod) {
     const rule = ruleOf(method);
     if (!rule || rule.pattern.case === undefined || rule.pattern.case === "custom") return;
@@ -305,7 +414,16 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
       description,
       parameters,
       ...(requestBody ? { requestBody } : {}),
-      responses: { "200": response, default: { $ref: "#/components/responses/Error" } },
+      responses: {
+        "200": response,
+        ...errorResponses(service, method, {
+          pathParams: pathFields.length > 0,
+          query: !rule.body && input.fields.length > pathFields.length,
+          body: requestBody !== undefined,
+          verb,
+        }),
+        default: { $ref: "#/components/responses/Error" },
+      },
     };
   }
 

@@ -96,6 +96,15 @@ describe("the OpenAPI document", () => {
     expect(
       openApiProblems("GET", "/partner/v1/keys", 200, { keys: [{ ...first, status: "RETIRED_FOREVER" }] }),
     ).not.toEqual([]);
+    // Each operation lists the statuses and codes it answers: another code, or another status, is reported.
+    const error = { code: "invalid_api_key", message: "m", requestId: "req_x" };
+    expect(openApiProblems("GET", "/partner/v1/keys", 401, error)).toEqual([]);
+    expect(
+      openApiProblems("GET", "/partner/v1/keys", 401, { ...error, code: "consent_required" }),
+    ).not.toEqual([]);
+    expect(openApiProblems("GET", "/partner/v1/keys", 410, { ...error, code: "mandate_gone" })).not.toEqual(
+      [],
+    );
     // An error body must be the Error schema too.
     expect(openApiProblems("GET", "/partner/v1/keys", 401, { code: 401 })).not.toEqual([]);
     // A snapshot with a null the scope rule never yields, or a group that is neither absent nor an object.

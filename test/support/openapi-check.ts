@@ -49,13 +49,18 @@ export function openApiProblems(method: string, url: string, status: number, bod
   const verb = method.toLowerCase();
   const op = route && doc.paths[route.template]?.[verb];
   // Not a route (404) or not this method (405): the error body is still the document's Error.
+  // A listener without the partner API (the internal one) has no such route at all: the Error body applies.
+  const noRoute =
+    status === 404 && /^No route /.test(String((body as { message?: unknown } | undefined)?.message ?? ""));
   let where: string;
-  if (!op || !route)
+  if (!op || !route || noRoute)
     where = pointer("components", "responses", "Error", "content", "application/json", "schema");
   else {
-    const key = op.responses[String(status)] ? String(status) : "default";
+    // Each status the operation answers is documented with its codes: `default` is for clients, not an excuse.
+    const key = String(status);
     const response = op.responses[key];
-    if (!response) return [`${method} ${route.template} has no ${status} response in the document`];
+    if (!response)
+      return [`${method} ${route.template} answered ${status}, which the document does not list for it`];
     where = response.$ref
       ? `${response.$ref.slice(2)}/content/application~1json/schema`
       : pointer("paths", route.template, verb, "responses", key, "content", "application/json", "schema");
