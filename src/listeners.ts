@@ -26,6 +26,7 @@ import type { Clock } from "./platform/clock.ts";
 import { constantTimeEqualStrings } from "./platform/crypto/tokens.ts";
 import type { Em, Orm } from "./platform/db/orm.ts";
 import { ApiError } from "./platform/errors.ts";
+import { failpoint } from "./platform/failpoints.ts";
 import { createCors } from "./platform/http/cors.ts";
 import { type Handler, type Listener, listen } from "./platform/http/listener.ts";
 import { type AnyResponse, writeJson, writeRestError } from "./platform/http/rest-errors.ts";
@@ -289,6 +290,7 @@ function serveDocs(req: AnyRequest, res: AnyResponse, pathOnly: string, requestI
 /** `/healthz` (the process is up) and `/readyz` (its database answers); false when the URL is neither. */
 function serveHealth(url: string, res: AnyResponse, ready: () => Promise<boolean>): boolean {
   if (url === "/healthz") {
+    failpoint("healthz");
     writeJson(res, 200, { status: "ok" });
     return true;
   }
