@@ -1,8 +1,9 @@
 /**
- * Builds the partner SDK (`src/sdk`, with the generated partner messages it uses) into `dist/sdk`, which
- * `package.json` exports as `./sdk`: `index.js` for Node and bundlers (npm dependencies left as imports),
- * `browser.js` for a `<script type="module">` (everything bundled), and type declarations. Runs on
- * `npm install` (the `prepare` script) and on its own with `npm run build:sdk`.
+ * Builds the partner SDK (`src/sdk`, with the generated partner messages it uses) into `packages/sdk/dist`,
+ * the files of the `@partner-underwriting/sdk` package: `index.js` for Node and bundlers (npm dependencies
+ * left as imports, declared in `packages/sdk/package.json`), `browser.js` for a `<script type="module">`
+ * (everything bundled), and type declarations. Runs on `npm install` (the root `prepare` script), before
+ * `npm test`, before `npm pack` of the package (its `prepack` script), and on its own with `npm run build:sdk`.
  */
 import { execFileSync } from "node:child_process";
 import fs from "node:fs/promises";
@@ -10,7 +11,7 @@ import path from "node:path";
 import { type BuildOptions, build } from "esbuild";
 
 const root = path.resolve(import.meta.dirname, "..");
-const out = path.join(root, "dist/sdk");
+const out = path.join(root, "packages/sdk/dist");
 const entry = path.join(root, "src/sdk/index.ts");
 
 await fs.rm(out, { recursive: true, force: true });

@@ -28,7 +28,9 @@ const pkg = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")) as
 // Every locked package, by name, with its versions.
 const tree = new Map<string, Set<string>>();
 for (const [where, entry] of Object.entries(lock.packages)) {
-  if (!where || entry.link || !entry.version) continue;
+  // Only what npm fetched: not the root, not the workspace packages of this repository (packages/sdk) nor
+  // their links, which no registry knows.
+  if (!where.includes("node_modules/") || entry.link || !entry.version) continue;
   const name = where.slice(where.lastIndexOf("node_modules/") + "node_modules/".length);
   if (!tree.has(name)) tree.set(name, new Set());
   tree.get(name)?.add(entry.version);

@@ -48,7 +48,7 @@ export const partnerServices = {
 
 type Services = typeof partnerServices;
 
-/** A failed call: the API's error body (CONTRACT.md §8) with the HTTP status. */
+/** A failed call: the API's error body (`{ code, message, requestId, details? }`) with the HTTP status. */
 export class PartnerApiError extends Error {
   override readonly name = "PartnerApiError";
   /** HTTP status, or 0 when no response arrived. */

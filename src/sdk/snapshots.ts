@@ -2,7 +2,8 @@ import { verifyAsync } from "@noble/ed25519";
 import { canonicalJson } from "./canonical-json.ts";
 
 /**
- * Verifying snapshots before they reach a model (SPEC.md "Snapshot signature"). Runs in Node and in
+ * Verifying snapshots before they reach a model: each is signed with Ed25519 over its canonical JSON by a
+ * key of its environment, published at `GET /partner/v1/keys`. Runs in Node and in
  * browsers (`@noble/ed25519` over WebCrypto).
  *
  * ```ts
@@ -11,7 +12,7 @@ import { canonicalJson } from "./canonical-json.ts";
  * ```
  */
 
-/** SPEC.md: keys may be cached for at most 4 hours. */
+/** Published keys may be cached for at most 4 hours, so a revoked key stops being trusted soon. */
 export const MAX_KEY_CACHE_MS = 4 * 3_600_000;
 
 /** Why a snapshot was rejected. */

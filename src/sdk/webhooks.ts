@@ -1,5 +1,5 @@
 /**
- * Receiving webhooks: signature verification by SPEC.md's receiver rules, and a store of processed event
+ * Receiving webhooks: signature verification by the receiver rules of the API, and a store of processed event
  * ids for at-least-once delivery. Runs in Node 20+, browsers and edge runtimes (WebCrypto only).
  *
  * ```ts
@@ -14,7 +14,7 @@
  * ```
  */
 
-/** SPEC.md: reject when `t` differs from the receiver's clock by more than 300 seconds. */
+/** A delivery whose `t` differs from the receiver's clock by more than this many seconds is rejected (replays). */
 export const DEFAULT_TOLERANCE_SECONDS = 300;
 
 /** Why a delivery was rejected. */
@@ -107,7 +107,7 @@ export function parseSignatureHeader(header: string): { timestamp: number; signa
 }
 
 /**
- * Verifies a delivery (SPEC.md receiver rules 1–4): parses `t` and every `v1`, rejects a `t` more than the
+ * Verifies a delivery (the receiver rules of the API): parses `t` and every `v1`, rejects a `t` more than the
  * tolerance away from the receiver's clock, computes HMAC-SHA256 over `<t>.<raw body>` with each secret,
  * and accepts when any `v1` matches, comparing in constant time. Throws {@link WebhookVerificationError}.
  */
@@ -160,7 +160,7 @@ export async function constructWebhookEvent<P = Record<string, unknown>>(
   return event;
 }
 
-/** SPEC.md: keep processed event ids for 30 days. */
+/** Processed event ids are kept for 30 days, longer than the service retries a delivery (14 days). */
 export const PROCESSED_RETENTION_DAYS = 30;
 
 /**
