@@ -401,8 +401,11 @@ export async function startListeners(o: ListenerOptions) {
       });
 
   const internalList: ServiceBinding[] = [
-    { service: PartnerService, impl: createPartnerHandlers(services.partners) as never },
-    { service: ApiKeyService, impl: createApiKeyHandlers(services.apiKeys, o.clock) as never },
+    { service: PartnerService, impl: createPartnerHandlers(services.partners, services.limits) as never },
+    {
+      service: ApiKeyService,
+      impl: createApiKeyHandlers(services.apiKeys, o.clock, services.limits) as never,
+    },
     { service: SigningKeyService, impl: createSigningKeyAdminHandlers(services.signingKeys) as never },
     { service: UserService, impl: createUserHandlers(services.users, services.instruments) as never },
     { service: IngestService, impl: createIngestHandlers(services.ledger, services.standing) as never },

@@ -35,6 +35,7 @@ import { createMetrics } from "./platform/metrics.ts";
 import { registerDatabaseGauges } from "./platform/metrics-gauges.ts";
 import { ADDRESS_LIMITS, createAddressGuard } from "./ratelimit/address-guard.ts";
 import { createConcurrencyLimiter } from "./ratelimit/concurrency-limiter.ts";
+import { createLimitsService } from "./ratelimit/limits.service.ts";
 import { createRateLimiter } from "./ratelimit/rate-limiter.ts";
 import { createRetentionService } from "./retention/retention.service.ts";
 import { createSandboxFixtures } from "./sandbox/fixtures.ts";
@@ -96,6 +97,19 @@ export function createServices(deps: ServiceDeps) {
   });
   const users = createUserService({ clock, box, phoneKey: deps.dataKeys["phone-hash"] });
   const partners = createPartnerService({ clock });
+  const apiKeys = createApiKeyService({ clock, changes, partners });
+  // Each key's limits: its own override, its partner's, else these (CONTRACT.md §8, docs/rate-limits.md).
+  const limits = createLimitsService({
+    defaults: {
+      ...config.rateLimits,
+      snapshotConcurrency: config.expensiveLimits.snapshotConcurrencyPerKey,
+      disbursementsPerUserPerDay: config.expensiveLimits.disbursementsPerUserPerDay,
+    },
+    clock,
+    changes,
+    partners,
+    apiKeys,
+  });
   const consents = createConsentService({ clock, box, outbox, users, partners });
   const person = createPersonService({
     clock,
@@ -178,7 +192,7 @@ export function createServices(deps: ServiceDeps) {
     instruments,
     standing,
     snapshots: createSnapshotService({ clock, signingKeys }),
-    /** Snapshot reads in flight per API key, on this instance. */
+    /** Snapshot reads in flight per API key, on this instance (each key's limit comes from `limits`). */
     snapshotReads: createConcurrencyLimiter(config.expensiveLimits.snapshotConcurrencyPerKey),
     disbursements,
     repayments,
@@ -224,9 +238,11 @@ export function createServices(deps: ServiceDeps) {
       return { sessionId: session.id, page, token: pageToken };
     },
     partners,
-    apiKeys: createApiKeyService({ clock, changes, partners }),
+    apiKeys,
+    /** Dedicated capacity: the operator's per-partner and per-key limits. */
+    limits,
     signingKeys,
-    rateLimiter: createRateLimiter({ limits: config.rateLimits }),
+    rateLimiter: createRateLimiter(),
     addressGuard: createAddressGuard(ADDRESS_LIMITS),
     idempotency,
     outbox,

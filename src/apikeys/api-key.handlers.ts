@@ -6,6 +6,8 @@ import type { Clock } from "../platform/clock.ts";
 import { validationFailed } from "../platform/errors.ts";
 import { emOf } from "../platform/rpc/context.ts";
 import type { Environment } from "../platform/tenancy.ts";
+import { createLimitsHandlers } from "../ratelimit/limits.handlers.ts";
+import type { LimitsService } from "../ratelimit/limits.service.ts";
 import type { ApiKeyRow } from "./api-key.entity.ts";
 import { apiKeyStatus, type ApiKeyService as Keys } from "./api-key.service.ts";
 
@@ -28,9 +30,14 @@ function toApiKey(row: ApiKeyRow, now: Date): MessageInitShape<typeof ApiKeySche
   };
 }
 
-/** `internal.v1.ApiKeyService`. */
-export function createApiKeyHandlers(keys: Keys, clock: Clock): ServiceImpl<typeof ApiKeyService> {
+/** `internal.v1.ApiKeyService`; a key's own limits are the limits feature's. */
+export function createApiKeyHandlers(
+  keys: Keys,
+  clock: Clock,
+  limits: LimitsService,
+): ServiceImpl<typeof ApiKeyService> {
   return {
+    ...createLimitsHandlers(limits).apiKey,
     async issueApiKey(req, ctx) {
       const { row, key } = await keys.issue(
         emOf(ctx.values),

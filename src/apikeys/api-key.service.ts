@@ -153,6 +153,11 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
       return row;
     },
 
+    /** A key by id (never its secret), or `not_found`. */
+    async get(em: Em, keyId: string): Promise<ApiKeyRow> {
+      return loadOrThrow(em, keyId, false);
+    },
+
     /** A partner's keys, newest first. */
     async list(em: Em, partnerId: string): Promise<ApiKeyRow[]> {
       await partners.get(em, partnerId);

@@ -14,7 +14,9 @@ import { type Partner, PartnerSchema, PartnerService } from "../../gen/internal/
 import { SandboxAdminService } from "../../gen/internal/v1/sandbox_admin_pb.ts";
 import { SigningKeyService } from "../../gen/internal/v1/signing_keys_pb.ts";
 import { type SigningKey, SigningKey_StatusSchema } from "../../gen/partner/v1/keys_pb.ts";
+import { type Flags, int, need, type Output, UsageError } from "./args.ts";
 import { discoverTarget } from "./discover.ts";
+import { LIMIT_FLAG_OF, LIMIT_FLAGS, LIMITS_USAGE, limitCommands } from "./limits.ts";
 
 const USAGE = `Usage: npm run cli -- <command> [options] [--json]
 
@@ -23,6 +25,7 @@ const USAGE = `Usage: npm run cli -- <command> [options] [--json]
   partner set-fee --partner ID --fee-bps BPS     change a partner's fee rate
   partner set-terms --partner ID --max-cost-bps BPS --max-tenor-days DAYS
                                                  change a partner's lending caps (defaults 5000 and 365)
+${LIMITS_USAGE}
   key issue --partner ID --env sandbox|production
                                                  issue a partner's API key (shown once)
   key roll --key-id ID [--expires-in-hours H]    replace a key; the old one works for H hours (default 24)
@@ -61,6 +64,7 @@ const FLAG_OF: Record<string, string> = {
   environment: "--env",
   keyId: "--key-id",
   expiresInHours: "--expires-in-hours",
+  ...LIMIT_FLAG_OF,
 };
 
 /** The fields an API error names, with what is wrong with each (from BadRequest, else ErrorInfo's details). */
@@ -79,9 +83,6 @@ function fieldsOf(err: ConnectError): Record<string, string> {
   return fields;
 }
 
-/** A usage mistake: printed with the usage, exit code 2. */
-class UsageError extends Error {}
-
 interface Clients {
   partners: Client<typeof PartnerService>;
   apiKeys: Client<typeof ApiKeyService>;
@@ -89,28 +90,12 @@ interface Clients {
   sandbox: Client<typeof SandboxAdminService>;
 }
 
-type Flags = Record<string, string | boolean | undefined>;
-type Output = { json: unknown; text: string };
 type Command = (flags: Flags, c: Clients) => Promise<Output>;
 
 const date = (t: { seconds: bigint; nanos: number } | undefined) =>
   t ? timestampDate(t as never).toISOString() : "";
 const json = <D extends DescMessage>(schema: D, m: MessageShape<D>) =>
   toJson(schema, m, { alwaysEmitImplicit: true });
-
-function need(flags: Flags, name: string): string {
-  const v = flags[name];
-  if (typeof v !== "string" || v === "") throw new UsageError(`--${name} is required`);
-  return v;
-}
-
-function int(flags: Flags, name: string, required: boolean): number | undefined {
-  const v = flags[name];
-  if (v === undefined && !required) return undefined;
-  const n = Number(need(flags, name));
-  if (!Number.isInteger(n)) throw new UsageError(`--${name} must be a whole number`);
-  return n;
-}
 
 function env(flags: Flags): string {
   const v = need(flags, "env");
@@ -127,6 +112,7 @@ const signingLine = (k: SigningKey) =>
 const keyJson = (k: ApiKey | undefined) => (k ? json(ApiKeySchema, k) : null);
 
 const commands: Record<string, Command> = {
+  ...limitCommands,
   async "partner create"(f, c) {
     const { partner } = await c.partners.createPartner({
       name: need(f, "name"),
@@ -234,6 +220,7 @@ const flagSpec = {
   env: { type: "string" },
   "key-id": { type: "string" },
   "expires-in-hours": { type: "string" },
+  ...LIMIT_FLAGS,
 } as const;
 
 function clients(url: string, token: string): Clients {

@@ -12,7 +12,7 @@ import {
   type RepaymentSchema,
 } from "../../gen/partner/v1/disbursements_pb.ts";
 import type { BooksService } from "../books/books.service.ts";
-import { callerOf, emOf } from "../platform/rpc/context.ts";
+import { callerOf, emOf, limitsOf } from "../platform/rpc/context.ts";
 import type { DisbursementService, DisbursementView, Installment } from "./disbursement.service.ts";
 import type { RepaymentService } from "./repayment.service.ts";
 
@@ -129,17 +129,22 @@ export function createDisbursementHandlers(
           : req.destination === Disbursement_Destination.BANK
             ? "BANK"
             : undefined;
-      const view = await disbursements.create(emOf(ctx.values), caller, {
-        userId: req.userId,
-        principalKobo: req.principalKobo,
-        destination,
-        reference: req.reference,
-        installments: (req.repaymentSchedule?.installments ?? []).map((i) => ({
-          dueDate: i.dueDate,
-          amountKobo: i.amountKobo,
-        })),
-        acceptanceExpiresInHours: req.acceptanceExpiresInHours,
-      });
+      const view = await disbursements.create(
+        emOf(ctx.values),
+        caller,
+        {
+          userId: req.userId,
+          principalKobo: req.principalKobo,
+          destination,
+          reference: req.reference,
+          installments: (req.repaymentSchedule?.installments ?? []).map((i) => ({
+            dueDate: i.dueDate,
+            amountKobo: i.amountKobo,
+          })),
+          acceptanceExpiresInHours: req.acceptanceExpiresInHours,
+        },
+        limitsOf(ctx.values).disbursementsPerUserPerDay,
+      );
       return { disbursement: toDisbursement(view) };
     },
     async getDisbursement(req, ctx) {

@@ -191,6 +191,8 @@ export function createDisbursementService(o: {
       tx: Em,
       caller: Caller,
       input: DisbursementInput,
+      /** The caller's partner's own limit (dedicated capacity), else DISBURSEMENTS_PER_USER_PER_DAY. */
+      perUserPerDay = o.perUserPerDay,
     ): Promise<DisbursementView<{ dueDate: string; amountKobo: bigint }>> {
       if (!tx.isInTransaction()) throw new ApiError("idempotency_key_required");
       const now = clock.now();
@@ -226,15 +228,15 @@ export function createDisbursementService(o: {
         lagosDayStart(now),
         dayEnds,
       );
-      if (createdToday >= o.perUserPerDay) {
+      if (createdToday >= perUserPerDay) {
         o.metrics?.expensiveLimitRejections.inc({ limit: "user_daily_disbursements" });
         throw new ApiError(
           "user_daily_disbursement_limit",
           `You have created ${createdToday} disbursements for this user today (Lagos time), the most allowed ` +
-            `(${o.perUserPerDay}); retry after midnight in Lagos (${dayEnds.toISOString()}).`,
+            `(${perUserPerDay}); retry after midnight in Lagos (${dayEnds.toISOString()}).`,
           {
             retryAfterSeconds: Math.max(1, Math.ceil((dayEnds.getTime() - now.getTime()) / 1000)),
-            details: { limit: o.perUserPerDay, resetsAt: dayEnds.toISOString() },
+            details: { limit: perUserPerDay, resetsAt: dayEnds.toISOString() },
           },
         );
       }

@@ -3,6 +3,8 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { PartnerSchema, PartnerService } from "../../gen/internal/v1/partners_pb.ts";
 import { emOf } from "../platform/rpc/context.ts";
+import { createLimitsHandlers } from "../ratelimit/limits.handlers.ts";
+import type { LimitsService } from "../ratelimit/limits.service.ts";
 import type { Partner } from "./partner.entity.ts";
 import type { PartnerService as Partners } from "./partner.service.ts";
 
@@ -17,9 +19,13 @@ function toPartner(p: Partner): MessageInitShape<typeof PartnerSchema> {
   };
 }
 
-/** `internal.v1.PartnerService`. */
-export function createPartnerHandlers(partners: Partners): ServiceImpl<typeof PartnerService> {
+/** `internal.v1.PartnerService`; the partner's limits are the limits feature's. */
+export function createPartnerHandlers(
+  partners: Partners,
+  limits: LimitsService,
+): ServiceImpl<typeof PartnerService> {
   return {
+    ...createLimitsHandlers(limits).partner,
     async createPartner(req, ctx) {
       return { partner: toPartner(await partners.create(emOf(ctx.values), req.name, req.feeRateBps)) };
     },

@@ -1,3 +1,4 @@
+import type { BucketSpec } from "../config.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 
@@ -43,5 +44,23 @@ export const rateLimitRepository = {
       [bucket, capacity, refillPerSecond, want],
     );
     return row;
+  },
+
+  /**
+   * Moves a shared bucket to new limits on `tx`'s transaction: it is first refilled up to now at the limits it
+   * had, then held to the new capacity, so a lowered bucket never holds more than its new capacity and a raised
+   * one does not gain the tokens it would have earned at the new rate before the change. A bucket not yet used
+   * has no row: it starts full at the new capacity.
+   */
+  async settle(tx: Em, bucket: string, was: BucketSpec, now: BucketSpec): Promise<void> {
+    await sql(
+      tx,
+      `update rate_limit_buckets
+          set tokens = least($2::float8, least($3::float8,
+                tokens + greatest(0, extract(epoch from (clock_timestamp() - refilled_at))) * $4::float8)),
+              refilled_at = clock_timestamp()
+        where bucket_key = $1`,
+      [bucket, now.capacity, was.capacity, was.refillPerSecond],
+    );
   },
 };

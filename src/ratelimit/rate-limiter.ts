@@ -1,5 +1,6 @@
 import type { BucketSpec } from "../config.ts";
 import type { LazyEm } from "../platform/db/orm.ts";
+import { bucketChanged } from "./limits.ts";
 import { rateLimitRepository } from "./rate-limit.repository.ts";
 
 /** Reads and writes have separate buckets (CONTRACT.md §8). */
@@ -19,13 +20,15 @@ export interface RateDecision {
 
 /** A per-API-key token bucket shared by every instance through PostgreSQL. */
 export interface RateLimiter {
-  /** Takes a token; a refill from the shared bucket runs on `em()` (never inside a transaction). */
-  take(em: LazyEm, keyId: string, cls: RateClass): Promise<RateDecision>;
+  /**
+   * Takes a token from the key's bucket of `cls`, whose limits are `spec` (the key's own, its partner's or the
+   * defaults: see limits.service.ts); a refill from the shared bucket runs on `em()` (never inside a transaction).
+   */
+  take(em: LazyEm, keyId: string, cls: RateClass, spec: BucketSpec): Promise<RateDecision>;
 }
 
 /** Options for {@link createRateLimiter}. */
 export interface RateLimiterOptions {
-  limits: Record<RateClass, BucketSpec>;
   /** How long tokens taken from the shared bucket may wait locally before they are thrown away. */
   leaseTtlMs?: number;
 }
@@ -40,6 +43,8 @@ interface Lease {
   waiting: number;
   /** Tokens the last refill got from the shared bucket. */
   lastGranted: number;
+  /** The limits the lease was taken under. */
+  spec: BucketSpec;
 }
 
 /**
@@ -48,9 +53,10 @@ interface Lease {
  * a time (a tenth of a second's refill, at most a tenth of the bucket) and spends it locally, topping it up
  * in the background when half is gone. Every admitted request spent a token taken from the shared row,
  * so instances together never exceed the bucket; a lease that goes unspent expires, which can only make
- * the limit stricter for a moment, never looser.
+ * the limit stricter for a moment, never looser. When the operator changes a key's limits, its leases taken
+ * under the old ones are dropped at its next request, so the new limits hold from then on.
  */
-export function createRateLimiter({ limits, leaseTtlMs = 1_000 }: RateLimiterOptions): RateLimiter {
+export function createRateLimiter({ leaseTtlMs = 1_000 }: RateLimiterOptions = {}): RateLimiter {
   const leases = new Map<string, Lease>();
   const leaseSize = (spec: BucketSpec) =>
     Math.max(1, Math.min(Math.ceil(spec.refillPerSecond / 10), Math.floor(spec.capacity / 10)));
@@ -81,7 +87,7 @@ export function createRateLimiter({ limits, leaseTtlMs = 1_000 }: RateLimiterOpt
   };
 
   const decision = (lease: Lease, spec: BucketSpec, allowed: boolean): RateDecision => {
-    const remaining = Math.max(0, Math.floor(lease.tokens + lease.shared));
+    const remaining = Math.max(0, Math.min(spec.capacity, Math.floor(lease.tokens + lease.shared)));
     const deficit = Math.max(0, 1 - lease.shared);
     return {
       allowed,
@@ -93,8 +99,7 @@ export function createRateLimiter({ limits, leaseTtlMs = 1_000 }: RateLimiterOpt
   };
 
   return {
-    async take(em, keyId, cls) {
-      const spec = limits[cls];
+    async take(em, keyId, cls, spec) {
       const bucket = `${cls}:${keyId}`;
       let lease = leases.get(bucket);
       if (!lease) {
@@ -105,8 +110,16 @@ export function createRateLimiter({ limits, leaseTtlMs = 1_000 }: RateLimiterOpt
           refill: undefined,
           waiting: 0,
           lastGranted: 0,
+          spec,
         };
         leases.set(bucket, lease);
+      } else if (lease.spec !== spec && bucketChanged(lease.spec, spec)) {
+        // New limits: tokens taken under the old ones are not spent (a lowered bucket would admit them), and
+        // the next refill, under the new ones, tells where the shared bucket stands.
+        lease.tokens = 0;
+        lease.expiresAt = 0;
+        lease.shared = Math.min(lease.shared, spec.capacity);
+        lease.spec = spec;
       }
       if (Date.now() >= lease.expiresAt) lease.tokens = 0;
       // Wait for tokens while the shared bucket still hands some out; others waiting here may take a

@@ -5,7 +5,7 @@ import type { SnapshotService as SnapshotApi } from "../../gen/partner/v1/snapsh
 import type { LedgerService } from "../ledger/ledger.service.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import type { Metrics } from "../platform/metrics.ts";
-import { callerOf, emOf } from "../platform/rpc/context.ts";
+import { callerOf, emOf, limitsOf } from "../platform/rpc/context.ts";
 import type { ConcurrencyLimiter } from "../ratelimit/concurrency-limiter.ts";
 import type { StandingService } from "../standing/standing.service.ts";
 import type { SnapshotService } from "./snapshot.service.ts";
@@ -14,7 +14,8 @@ const encoder = new TextEncoder();
 
 /**
  * `partner.v1.SnapshotService`: the signed document as an HttpBody, the same bytes on every face. A snapshot is
- * the most expensive read, so each API key may have at most `reads.limit` in flight on this instance (past it,
+ * the most expensive read, so each API key may have at most its partner's `snapshotConcurrency` (by default
+ * `reads.limit`) in flight on this instance (past it,
  * 429 `too_many_concurrent_reads`, refused before any query). The slot is held until the read's work ends,
  * whatever the outcome (a refusal, an error, a client gone meanwhile), and given back in `finally`.
  */
@@ -26,12 +27,13 @@ export function createSnapshotHandlers(
   return {
     async getSnapshot(req, ctx) {
       const caller = callerOf(ctx.values);
-      const release = reads.tryAcquire(caller.keyId);
+      const limit = limitsOf(ctx.values).snapshotConcurrency;
+      const release = reads.tryAcquire(caller.keyId, limit);
       if (!release) {
         metrics?.expensiveLimitRejections.inc({ limit: "snapshot_concurrency" });
         throw new ApiError("too_many_concurrent_reads", undefined, {
           retryAfterSeconds: 1,
-          details: { limit: reads.limit },
+          details: { limit },
         });
       }
       try {

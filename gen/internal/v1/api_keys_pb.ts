@@ -6,13 +6,15 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { ApiKeyLimits, Limits } from "./limits_pb.ts";
+import { file_internal_v1_limits } from "./limits_pb.ts";
 import type { Message, UnknownEnum } from "@bufbuild/protobuf";
 
 /**
  * Describes the file internal/v1/api_keys.proto.
  */
 export const file_internal_v1_api_keys: GenFile = /*@__PURE__*/
-  fileDesc("ChppbnRlcm5hbC92MS9hcGlfa2V5cy5wcm90bxILaW50ZXJuYWwudjEi3wIKBkFwaUtleRIKCgJpZBgBIAEoCRISCgpwYXJ0bmVyX2lkGAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEg4KBnByZWZpeBgEIAEoCRIqCgZzdGF0dXMYBSABKA4yGi5pbnRlcm5hbC52MS5BcGlLZXkuU3RhdHVzEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlQKBlN0YXR1cxIWChJTVEFUVVNfVU5TUEVDSUZJRUQQABIKCgZBQ1RJVkUQARIMCghFWFBJUklORxACEgsKB0VYUElSRUQQAxILCgdSRVZPS0VEEAQiPQoSSXNzdWVBcGlLZXlSZXF1ZXN0EhIKCnBhcnRuZXJfaWQYASABKAkSEwoLZW52aXJvbm1lbnQYAiABKAkiSAoTSXNzdWVBcGlLZXlSZXNwb25zZRIkCgdhcGlfa2V5GAEgASgLMhMuaW50ZXJuYWwudjEuQXBpS2V5EgsKA2tleRgCIAEoCSJXChFSb2xsQXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkSHQoQZXhwaXJlc19pbl9ob3VycxgCIAEoBUgAiAEBQhMKEV9leHBpcmVzX2luX2hvdXJzInEKElJvbGxBcGlLZXlSZXNwb25zZRIoCgtvbGRfYXBpX2tleRgBIAEoCzITLmludGVybmFsLnYxLkFwaUtleRIkCgdhcGlfa2V5GAIgASgLMhMuaW50ZXJuYWwudjEuQXBpS2V5EgsKA2tleRgDIAEoCSIlChNSZXZva2VBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCSI8ChRSZXZva2VBcGlLZXlSZXNwb25zZRIkCgdhcGlfa2V5GAEgASgLMhMuaW50ZXJuYWwudjEuQXBpS2V5IigKEkxpc3RBcGlLZXlzUmVxdWVzdBISCgpwYXJ0bmVyX2lkGAEgASgJIjwKE0xpc3RBcGlLZXlzUmVzcG9uc2USJQoIYXBpX2tleXMYASADKAsyEy5pbnRlcm5hbC52MS5BcGlLZXky1wIKDUFwaUtleVNlcnZpY2USUAoLSXNzdWVBcGlLZXkSHy5pbnRlcm5hbC52MS5Jc3N1ZUFwaUtleVJlcXVlc3QaIC5pbnRlcm5hbC52MS5Jc3N1ZUFwaUtleVJlc3BvbnNlEk0KClJvbGxBcGlLZXkSHi5pbnRlcm5hbC52MS5Sb2xsQXBpS2V5UmVxdWVzdBofLmludGVybmFsLnYxLlJvbGxBcGlLZXlSZXNwb25zZRJTCgxSZXZva2VBcGlLZXkSIC5pbnRlcm5hbC52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GiEuaW50ZXJuYWwudjEuUmV2b2tlQXBpS2V5UmVzcG9uc2USUAoLTGlzdEFwaUtleXMSHy5pbnRlcm5hbC52MS5MaXN0QXBpS2V5c1JlcXVlc3QaIC5pbnRlcm5hbC52MS5MaXN0QXBpS2V5c1Jlc3BvbnNlQuwBCiNjb20ucGFydG5lcnVuZGVyd3JpdGluZy5pbnRlcm5hbC52MUIMQXBpS2V5c1Byb3RvUAFaQWdpdGh1Yi5jb20vcGFydG5lci11bmRlcndyaXRpbmcvYXBpL2dlbi9nby9pbnRlcm5hbC92MTtpbnRlcm5hbHYxogIDUFVJqgIfUGFydG5lclVuZGVyd3JpdGluZy5JbnRlcm5hbC5WMboCA1BVScoCH1BhcnRuZXJVbmRlcndyaXRpbmdcSW50ZXJuYWxcVjHqAiFQYXJ0bmVyVW5kZXJ3cml0aW5nOjpJbnRlcm5hbDo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChppbnRlcm5hbC92MS9hcGlfa2V5cy5wcm90bxILaW50ZXJuYWwudjEi3wIKBkFwaUtleRIKCgJpZBgBIAEoCRISCgpwYXJ0bmVyX2lkGAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEg4KBnByZWZpeBgEIAEoCRIqCgZzdGF0dXMYBSABKA4yGi5pbnRlcm5hbC52MS5BcGlLZXkuU3RhdHVzEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlQKBlN0YXR1cxIWChJTVEFUVVNfVU5TUEVDSUZJRUQQABIKCgZBQ1RJVkUQARIMCghFWFBJUklORxACEgsKB0VYUElSRUQQAxILCgdSRVZPS0VEEAQiPQoSSXNzdWVBcGlLZXlSZXF1ZXN0EhIKCnBhcnRuZXJfaWQYASABKAkSEwoLZW52aXJvbm1lbnQYAiABKAkiSAoTSXNzdWVBcGlLZXlSZXNwb25zZRIkCgdhcGlfa2V5GAEgASgLMhMuaW50ZXJuYWwudjEuQXBpS2V5EgsKA2tleRgCIAEoCSJXChFSb2xsQXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkSHQoQZXhwaXJlc19pbl9ob3VycxgCIAEoBUgAiAEBQhMKEV9leHBpcmVzX2luX2hvdXJzInEKElJvbGxBcGlLZXlSZXNwb25zZRIoCgtvbGRfYXBpX2tleRgBIAEoCzITLmludGVybmFsLnYxLkFwaUtleRIkCgdhcGlfa2V5GAIgASgLMhMuaW50ZXJuYWwudjEuQXBpS2V5EgsKA2tleRgDIAEoCSIlChNSZXZva2VBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCSI8ChRSZXZva2VBcGlLZXlSZXNwb25zZRIkCgdhcGlfa2V5GAEgASgLMhMuaW50ZXJuYWwudjEuQXBpS2V5IigKEkxpc3RBcGlLZXlzUmVxdWVzdBISCgpwYXJ0bmVyX2lkGAEgASgJIjwKE0xpc3RBcGlLZXlzUmVzcG9uc2USJQoIYXBpX2tleXMYASADKAsyEy5pbnRlcm5hbC52MS5BcGlLZXkiXAoWU2V0QXBpS2V5TGltaXRzUmVxdWVzdBIOCgZrZXlfaWQYASABKAkSIwoGbGltaXRzGAIgASgLMhMuaW50ZXJuYWwudjEuTGltaXRzEg0KBXJlc2V0GAMgAygJIkQKF1NldEFwaUtleUxpbWl0c1Jlc3BvbnNlEikKBmxpbWl0cxgBIAEoCzIZLmludGVybmFsLnYxLkFwaUtleUxpbWl0czK1AwoNQXBpS2V5U2VydmljZRJQCgtJc3N1ZUFwaUtleRIfLmludGVybmFsLnYxLklzc3VlQXBpS2V5UmVxdWVzdBogLmludGVybmFsLnYxLklzc3VlQXBpS2V5UmVzcG9uc2USTQoKUm9sbEFwaUtleRIeLmludGVybmFsLnYxLlJvbGxBcGlLZXlSZXF1ZXN0Gh8uaW50ZXJuYWwudjEuUm9sbEFwaUtleVJlc3BvbnNlElMKDFJldm9rZUFwaUtleRIgLmludGVybmFsLnYxLlJldm9rZUFwaUtleVJlcXVlc3QaIS5pbnRlcm5hbC52MS5SZXZva2VBcGlLZXlSZXNwb25zZRJQCgtMaXN0QXBpS2V5cxIfLmludGVybmFsLnYxLkxpc3RBcGlLZXlzUmVxdWVzdBogLmludGVybmFsLnYxLkxpc3RBcGlLZXlzUmVzcG9uc2USXAoPU2V0QXBpS2V5TGltaXRzEiMuaW50ZXJuYWwudjEuU2V0QXBpS2V5TGltaXRzUmVxdWVzdBokLmludGVybmFsLnYxLlNldEFwaUtleUxpbWl0c1Jlc3BvbnNlQuwBCiNjb20ucGFydG5lcnVuZGVyd3JpdGluZy5pbnRlcm5hbC52MUIMQXBpS2V5c1Byb3RvUAFaQWdpdGh1Yi5jb20vcGFydG5lci11bmRlcndyaXRpbmcvYXBpL2dlbi9nby9pbnRlcm5hbC92MTtpbnRlcm5hbHYxogIDUFVJqgIfUGFydG5lclVuZGVyd3JpdGluZy5JbnRlcm5hbC5WMboCA1BVScoCH1BhcnRuZXJVbmRlcndyaXRpbmdcSW50ZXJuYWxcVjHqAiFQYXJ0bmVyVW5kZXJ3cml0aW5nOjpJbnRlcm5hbDo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_internal_v1_limits]);
 
 /**
  * ApiKey describes a key without its secret.
@@ -341,6 +343,63 @@ export const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse> = /*@__P
   messageDesc(file_internal_v1_api_keys, 8);
 
 /**
+ * SetApiKeyLimitsRequest names the key and the buckets to set or reset.
+ *
+ * @generated from message internal.v1.SetApiKeyLimitsRequest
+ */
+export type SetApiKeyLimitsRequest = Message<"internal.v1.SetApiKeyLimitsRequest"> & {
+  /**
+   * `key_` id.
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * The buckets to set (`read`, `write`); unset fields keep their current override (or lack of one).
+   *
+   * @generated from field: internal.v1.Limits limits = 2;
+   */
+  limits?: Limits | undefined;
+
+  /**
+   * The overrides to remove, so those buckets follow the partner's again: `read`, `write`, or `all`. A bucket
+   * may not be both set and reset.
+   *
+   * @generated from field: repeated string reset = 3;
+   */
+  reset: string[];
+};
+
+/**
+ * Describes the message internal.v1.SetApiKeyLimitsRequest.
+ * Use `create(SetApiKeyLimitsRequestSchema)` to create a new message.
+ */
+export const SetApiKeyLimitsRequestSchema: GenMessage<SetApiKeyLimitsRequest> = /*@__PURE__*/
+  messageDesc(file_internal_v1_api_keys, 9);
+
+/**
+ * SetApiKeyLimitsResponse holds the key's limits as they now are.
+ *
+ * @generated from message internal.v1.SetApiKeyLimitsResponse
+ */
+export type SetApiKeyLimitsResponse = Message<"internal.v1.SetApiKeyLimitsResponse"> & {
+  /**
+   * Overrides and effective limits.
+   *
+   * @generated from field: internal.v1.ApiKeyLimits limits = 1;
+   */
+  limits?: ApiKeyLimits | undefined;
+};
+
+/**
+ * Describes the message internal.v1.SetApiKeyLimitsResponse.
+ * Use `create(SetApiKeyLimitsResponseSchema)` to create a new message.
+ */
+export const SetApiKeyLimitsResponseSchema: GenMessage<SetApiKeyLimitsResponse> = /*@__PURE__*/
+  messageDesc(file_internal_v1_api_keys, 10);
+
+/**
  * ApiKeyService issues, rolls and revokes partner API keys (CONTRACT.md §2). A key is shown once, in the
  * response that creates it; only its SHA-256 is stored.
  *
@@ -388,6 +447,18 @@ export const ApiKeyService: GenService<{
     methodKind: "unary";
     input: typeof ListApiKeysRequestSchema;
     output: typeof ListApiKeysResponseSchema;
+  },
+  /**
+   * Sets or resets one key's own read and write buckets (CONTRACT.md §8), which win over its partner's.
+   * Effective on every instance within a second; no other key changes. `validation_failed` names each bad
+   * field (the limits on expensive work are set per partner, never per key); `not_found` for an unknown key.
+   *
+   * @generated from rpc internal.v1.ApiKeyService.SetApiKeyLimits
+   */
+  setApiKeyLimits: {
+    methodKind: "unary";
+    input: typeof SetApiKeyLimitsRequestSchema;
+    output: typeof SetApiKeyLimitsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_internal_v1_api_keys, 0);

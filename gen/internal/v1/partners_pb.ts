@@ -6,13 +6,15 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Limits, PartnerLimits } from "./limits_pb.ts";
+import { file_internal_v1_limits } from "./limits_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file internal/v1/partners.proto.
  */
 export const file_internal_v1_partners: GenFile = /*@__PURE__*/
-  fileDesc("ChppbnRlcm5hbC92MS9wYXJ0bmVycy5wcm90bxILaW50ZXJuYWwudjEilwEKB1BhcnRuZXISCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIUCgxmZWVfcmF0ZV9icHMYAyABKAUSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbWF4X2Nvc3RfYnBzGAUgASgFEhYKDm1heF90ZW5vcl9kYXlzGAYgASgFIjoKFENyZWF0ZVBhcnRuZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSFAoMZmVlX3JhdGVfYnBzGAIgASgFIj4KFUNyZWF0ZVBhcnRuZXJSZXNwb25zZRIlCgdwYXJ0bmVyGAEgASgLMhQuaW50ZXJuYWwudjEuUGFydG5lciIVChNMaXN0UGFydG5lcnNSZXF1ZXN0Ij4KFExpc3RQYXJ0bmVyc1Jlc3BvbnNlEiYKCHBhcnRuZXJzGAEgAygLMhQuaW50ZXJuYWwudjEuUGFydG5lciJAChRTZXRQYXJ0bmVyRmVlUmVxdWVzdBISCgpwYXJ0bmVyX2lkGAEgASgJEhQKDGZlZV9yYXRlX2JwcxgCIAEoBSI+ChVTZXRQYXJ0bmVyRmVlUmVzcG9uc2USJQoHcGFydG5lchgBIAEoCzIULmludGVybmFsLnYxLlBhcnRuZXIiWgoWU2V0UGFydG5lclRlcm1zUmVxdWVzdBISCgpwYXJ0bmVyX2lkGAEgASgJEhQKDG1heF9jb3N0X2JwcxgCIAEoBRIWCg5tYXhfdGVub3JfZGF5cxgDIAEoBSJAChdTZXRQYXJ0bmVyVGVybXNSZXNwb25zZRIlCgdwYXJ0bmVyGAEgASgLMhQuaW50ZXJuYWwudjEuUGFydG5lcjLzAgoOUGFydG5lclNlcnZpY2USVgoNQ3JlYXRlUGFydG5lchIhLmludGVybmFsLnYxLkNyZWF0ZVBhcnRuZXJSZXF1ZXN0GiIuaW50ZXJuYWwudjEuQ3JlYXRlUGFydG5lclJlc3BvbnNlElMKDExpc3RQYXJ0bmVycxIgLmludGVybmFsLnYxLkxpc3RQYXJ0bmVyc1JlcXVlc3QaIS5pbnRlcm5hbC52MS5MaXN0UGFydG5lcnNSZXNwb25zZRJWCg1TZXRQYXJ0bmVyRmVlEiEuaW50ZXJuYWwudjEuU2V0UGFydG5lckZlZVJlcXVlc3QaIi5pbnRlcm5hbC52MS5TZXRQYXJ0bmVyRmVlUmVzcG9uc2USXAoPU2V0UGFydG5lclRlcm1zEiMuaW50ZXJuYWwudjEuU2V0UGFydG5lclRlcm1zUmVxdWVzdBokLmludGVybmFsLnYxLlNldFBhcnRuZXJUZXJtc1Jlc3BvbnNlQu0BCiNjb20ucGFydG5lcnVuZGVyd3JpdGluZy5pbnRlcm5hbC52MUINUGFydG5lcnNQcm90b1ABWkFnaXRodWIuY29tL3BhcnRuZXItdW5kZXJ3cml0aW5nL2FwaS9nZW4vZ28vaW50ZXJuYWwvdjE7aW50ZXJuYWx2MaICA1BVSaoCH1BhcnRuZXJVbmRlcndyaXRpbmcuSW50ZXJuYWwuVjG6AgNQVUnKAh9QYXJ0bmVyVW5kZXJ3cml0aW5nXEludGVybmFsXFYx6gIhUGFydG5lclVuZGVyd3JpdGluZzo6SW50ZXJuYWw6OlYxYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChppbnRlcm5hbC92MS9wYXJ0bmVycy5wcm90bxILaW50ZXJuYWwudjEilwEKB1BhcnRuZXISCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIUCgxmZWVfcmF0ZV9icHMYAyABKAUSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbWF4X2Nvc3RfYnBzGAUgASgFEhYKDm1heF90ZW5vcl9kYXlzGAYgASgFIjoKFENyZWF0ZVBhcnRuZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSFAoMZmVlX3JhdGVfYnBzGAIgASgFIj4KFUNyZWF0ZVBhcnRuZXJSZXNwb25zZRIlCgdwYXJ0bmVyGAEgASgLMhQuaW50ZXJuYWwudjEuUGFydG5lciIVChNMaXN0UGFydG5lcnNSZXF1ZXN0Ij4KFExpc3RQYXJ0bmVyc1Jlc3BvbnNlEiYKCHBhcnRuZXJzGAEgAygLMhQuaW50ZXJuYWwudjEuUGFydG5lciJAChRTZXRQYXJ0bmVyRmVlUmVxdWVzdBISCgpwYXJ0bmVyX2lkGAEgASgJEhQKDGZlZV9yYXRlX2JwcxgCIAEoBSI+ChVTZXRQYXJ0bmVyRmVlUmVzcG9uc2USJQoHcGFydG5lchgBIAEoCzIULmludGVybmFsLnYxLlBhcnRuZXIiWgoWU2V0UGFydG5lclRlcm1zUmVxdWVzdBISCgpwYXJ0bmVyX2lkGAEgASgJEhQKDG1heF9jb3N0X2JwcxgCIAEoBRIWCg5tYXhfdGVub3JfZGF5cxgDIAEoBSJAChdTZXRQYXJ0bmVyVGVybXNSZXNwb25zZRIlCgdwYXJ0bmVyGAEgASgLMhQuaW50ZXJuYWwudjEuUGFydG5lciItChdHZXRQYXJ0bmVyTGltaXRzUmVxdWVzdBISCgpwYXJ0bmVyX2lkGAEgASgJIkwKGEdldFBhcnRuZXJMaW1pdHNSZXNwb25zZRIwCgxlbnZpcm9ubWVudHMYASADKAsyGi5pbnRlcm5hbC52MS5QYXJ0bmVyTGltaXRzInYKF1NldFBhcnRuZXJMaW1pdHNSZXF1ZXN0EhIKCnBhcnRuZXJfaWQYASABKAkSEwoLZW52aXJvbm1lbnQYAiABKAkSIwoGbGltaXRzGAMgASgLMhMuaW50ZXJuYWwudjEuTGltaXRzEg0KBXJlc2V0GAQgAygJIkYKGFNldFBhcnRuZXJMaW1pdHNSZXNwb25zZRIqCgZsaW1pdHMYASABKAsyGi5pbnRlcm5hbC52MS5QYXJ0bmVyTGltaXRzMrUECg5QYXJ0bmVyU2VydmljZRJWCg1DcmVhdGVQYXJ0bmVyEiEuaW50ZXJuYWwudjEuQ3JlYXRlUGFydG5lclJlcXVlc3QaIi5pbnRlcm5hbC52MS5DcmVhdGVQYXJ0bmVyUmVzcG9uc2USUwoMTGlzdFBhcnRuZXJzEiAuaW50ZXJuYWwudjEuTGlzdFBhcnRuZXJzUmVxdWVzdBohLmludGVybmFsLnYxLkxpc3RQYXJ0bmVyc1Jlc3BvbnNlElYKDVNldFBhcnRuZXJGZWUSIS5pbnRlcm5hbC52MS5TZXRQYXJ0bmVyRmVlUmVxdWVzdBoiLmludGVybmFsLnYxLlNldFBhcnRuZXJGZWVSZXNwb25zZRJcCg9TZXRQYXJ0bmVyVGVybXMSIy5pbnRlcm5hbC52MS5TZXRQYXJ0bmVyVGVybXNSZXF1ZXN0GiQuaW50ZXJuYWwudjEuU2V0UGFydG5lclRlcm1zUmVzcG9uc2USXwoQR2V0UGFydG5lckxpbWl0cxIkLmludGVybmFsLnYxLkdldFBhcnRuZXJMaW1pdHNSZXF1ZXN0GiUuaW50ZXJuYWwudjEuR2V0UGFydG5lckxpbWl0c1Jlc3BvbnNlEl8KEFNldFBhcnRuZXJMaW1pdHMSJC5pbnRlcm5hbC52MS5TZXRQYXJ0bmVyTGltaXRzUmVxdWVzdBolLmludGVybmFsLnYxLlNldFBhcnRuZXJMaW1pdHNSZXNwb25zZULtAQojY29tLnBhcnRuZXJ1bmRlcndyaXRpbmcuaW50ZXJuYWwudjFCDVBhcnRuZXJzUHJvdG9QAVpBZ2l0aHViLmNvbS9wYXJ0bmVyLXVuZGVyd3JpdGluZy9hcGkvZ2VuL2dvL2ludGVybmFsL3YxO2ludGVybmFsdjGiAgNQVUmqAh9QYXJ0bmVyVW5kZXJ3cml0aW5nLkludGVybmFsLlYxugIDUFVJygIfUGFydG5lclVuZGVyd3JpdGluZ1xJbnRlcm5hbFxWMeoCIVBhcnRuZXJVbmRlcndyaXRpbmc6OkludGVybmFsOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp, file_internal_v1_limits]);
 
 /**
  * Partner is a lending partner.
@@ -262,6 +264,112 @@ export const SetPartnerTermsResponseSchema: GenMessage<SetPartnerTermsResponse> 
   messageDesc(file_internal_v1_partners, 8);
 
 /**
+ * GetPartnerLimitsRequest names the partner.
+ *
+ * @generated from message internal.v1.GetPartnerLimitsRequest
+ */
+export type GetPartnerLimitsRequest = Message<"internal.v1.GetPartnerLimitsRequest"> & {
+  /**
+   * `ptn_` id.
+   *
+   * @generated from field: string partner_id = 1;
+   */
+  partnerId: string;
+};
+
+/**
+ * Describes the message internal.v1.GetPartnerLimitsRequest.
+ * Use `create(GetPartnerLimitsRequestSchema)` to create a new message.
+ */
+export const GetPartnerLimitsRequestSchema: GenMessage<GetPartnerLimitsRequest> = /*@__PURE__*/
+  messageDesc(file_internal_v1_partners, 9);
+
+/**
+ * GetPartnerLimitsResponse holds the partner's limits in each environment.
+ *
+ * @generated from message internal.v1.GetPartnerLimitsResponse
+ */
+export type GetPartnerLimitsResponse = Message<"internal.v1.GetPartnerLimitsResponse"> & {
+  /**
+   * `sandbox`, then `production`.
+   *
+   * @generated from field: repeated internal.v1.PartnerLimits environments = 1;
+   */
+  environments: PartnerLimits[];
+};
+
+/**
+ * Describes the message internal.v1.GetPartnerLimitsResponse.
+ * Use `create(GetPartnerLimitsResponseSchema)` to create a new message.
+ */
+export const GetPartnerLimitsResponseSchema: GenMessage<GetPartnerLimitsResponse> = /*@__PURE__*/
+  messageDesc(file_internal_v1_partners, 10);
+
+/**
+ * SetPartnerLimitsRequest names the partner, the environment and the limits to set or reset.
+ *
+ * @generated from message internal.v1.SetPartnerLimitsRequest
+ */
+export type SetPartnerLimitsRequest = Message<"internal.v1.SetPartnerLimitsRequest"> & {
+  /**
+   * `ptn_` id.
+   *
+   * @generated from field: string partner_id = 1;
+   */
+  partnerId: string;
+
+  /**
+   * `sandbox` or `production`: the limits of the other environment are not changed.
+   *
+   * @generated from field: string environment = 2;
+   */
+  environment: string;
+
+  /**
+   * The limits to set; unset fields keep their current override (or lack of one).
+   *
+   * @generated from field: internal.v1.Limits limits = 3;
+   */
+  limits?: Limits | undefined;
+
+  /**
+   * The overrides to remove, so those limits follow the service's defaults again: `read`, `write`,
+   * `snapshot_concurrency`, `disbursements_per_user_per_day`, or `all`. A limit may not be both set and reset.
+   *
+   * @generated from field: repeated string reset = 4;
+   */
+  reset: string[];
+};
+
+/**
+ * Describes the message internal.v1.SetPartnerLimitsRequest.
+ * Use `create(SetPartnerLimitsRequestSchema)` to create a new message.
+ */
+export const SetPartnerLimitsRequestSchema: GenMessage<SetPartnerLimitsRequest> = /*@__PURE__*/
+  messageDesc(file_internal_v1_partners, 11);
+
+/**
+ * SetPartnerLimitsResponse holds the partner's limits in that environment as they now are.
+ *
+ * @generated from message internal.v1.SetPartnerLimitsResponse
+ */
+export type SetPartnerLimitsResponse = Message<"internal.v1.SetPartnerLimitsResponse"> & {
+  /**
+   * Overrides and effective limits.
+   *
+   * @generated from field: internal.v1.PartnerLimits limits = 1;
+   */
+  limits?: PartnerLimits | undefined;
+};
+
+/**
+ * Describes the message internal.v1.SetPartnerLimitsResponse.
+ * Use `create(SetPartnerLimitsResponseSchema)` to create a new message.
+ */
+export const SetPartnerLimitsResponseSchema: GenMessage<SetPartnerLimitsResponse> = /*@__PURE__*/
+  messageDesc(file_internal_v1_partners, 12);
+
+/**
  * PartnerService manages lending partners and their contract terms. Internal API only (CONTRACT.md §9):
  * served on the internal listener, behind the service token, never on the partner listener.
  *
@@ -309,6 +417,30 @@ export const PartnerService: GenService<{
     methodKind: "unary";
     input: typeof SetPartnerTermsRequestSchema;
     output: typeof SetPartnerTermsResponseSchema;
+  },
+  /**
+   * A partner's dedicated capacity (CONTRACT.md §8) in both environments: its overrides, what its keys get,
+   * and the overrides of its keys. `not_found` for an unknown partner.
+   *
+   * @generated from rpc internal.v1.PartnerService.GetPartnerLimits
+   */
+  getPartnerLimits: {
+    methodKind: "unary";
+    input: typeof GetPartnerLimitsRequestSchema;
+    output: typeof GetPartnerLimitsResponseSchema;
+  },
+  /**
+   * Sets or resets a partner's limits in one environment. Effective on every instance within a second; the
+   * other environment and other partners are untouched. A lowered bucket takes effect at once: its shared
+   * bucket never holds more than the new capacity. `validation_failed` names each bad field; `not_found` for
+   * an unknown partner.
+   *
+   * @generated from rpc internal.v1.PartnerService.SetPartnerLimits
+   */
+  setPartnerLimits: {
+    methodKind: "unary";
+    input: typeof SetPartnerLimitsRequestSchema;
+    output: typeof SetPartnerLimitsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_internal_v1_partners, 0);

@@ -5,7 +5,8 @@ import type { Logger } from "../logger.ts";
 export const CHANGE_CHANNEL = "partner_api_changes";
 
 /** Topics of {@link ChangeFeed} messages. */
-export type ChangeTopic = "api_key" | "signing_keys";
+/** `limits`: a partner's limit overrides (the id is the partner's). */
+export type ChangeTopic = "api_key" | "signing_keys" | "limits";
 
 type Handler = (id: string) => void;
 

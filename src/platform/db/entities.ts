@@ -15,6 +15,7 @@ import { LedgerEntryEntity } from "../../ledger/ledger-entry.entity.ts";
 import { PartnerEntity } from "../../partners/partner.entity.ts";
 import { PersonCodeEntity } from "../../person/person-code.entity.ts";
 import { PromptSessionEntity } from "../../person/prompt-session.entity.ts";
+import { LimitOverrideEntity } from "../../ratelimit/limit-override.entity.ts";
 import { RateLimitBucketEntity } from "../../ratelimit/rate-limit-bucket.entity.ts";
 import { RateLimitTake } from "../../ratelimit/rate-limit-take.routine.ts";
 import { SandboxFixtureEntity } from "../../sandbox/sandbox-fixture.entity.ts";
@@ -39,6 +40,7 @@ export const entities = [
   ApiKeyEntity,
   SigningKeyEntity,
   RateLimitBucketEntity,
+  LimitOverrideEntity,
   WebhookEntity,
   EventEntity,
   WebhookDeliveryEntity,

@@ -1,4 +1,5 @@
 import { type ContextValues, createContextKey } from "@connectrpc/connect";
+import type { Limits } from "../../ratelimit/limits.ts";
 import type { Em, LazyEm } from "../db/orm.ts";
 import type { Logger } from "../logger.ts";
 import type { Caller } from "../tenancy.ts";
@@ -8,6 +9,9 @@ export const kRequestId = createContextKey<string>("", { description: "request i
 
 /** The authenticated partner caller; set by the edge on the partner listener. */
 export const kCaller = createContextKey<Caller | undefined>(undefined, { description: "caller" });
+
+/** The caller's limits (its key's own, its partner's, or the defaults); set by the edge with the caller. */
+export const kLimits = createContextKey<Limits | undefined>(undefined, { description: "limits" });
 
 /**
  * The request's unit of work: one EntityManager the edge forks per request (on first use), on every face. While an
@@ -47,4 +51,11 @@ export function callerOf(values: ContextValues): Caller {
   const caller = values.get(kCaller);
   if (!caller) throw new Error("partner handler reached without an authenticated caller");
   return caller;
+}
+
+/** The limits of a partner handler's caller; the edge guarantees they are set. */
+export function limitsOf(values: ContextValues): Limits {
+  const limits = values.get(kLimits);
+  if (!limits) throw new Error("partner handler reached without the caller's limits");
+  return limits;
 }

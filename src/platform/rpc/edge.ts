@@ -2,6 +2,7 @@ import { create, type DescMethod, fromBinary, type Message, toBinary } from "@bu
 import type { ContextValues } from "@connectrpc/connect";
 import type { ApiKeyService } from "../../apikeys/api-key.service.ts";
 import type { IdempotencyService } from "../../idempotency/idempotency.service.ts";
+import type { LimitsService } from "../../ratelimit/limits.service.ts";
 import type { RateDecision, RateLimiter } from "../../ratelimit/rate-limiter.ts";
 import { constantTimeEqualStrings } from "../crypto/tokens.ts";
 import type { Em, Orm } from "../db/orm.ts";
@@ -9,7 +10,7 @@ import { ApiError } from "../errors.ts";
 import { rateClassOf, restBindings } from "../http/rules.ts";
 import type { Metrics } from "../metrics.ts";
 import { type Caller, scopeToTenant } from "../tenancy.ts";
-import { callerOf, emOf, kCaller, kEm, kReplay } from "./context.ts";
+import { callerOf, emOf, kCaller, kEm, kLimits, kReplay } from "./context.ts";
 
 /** One call as the edge sees it, whichever face (REST, Connect, gRPC-Web, gRPC) it came in on. */
 export interface EdgeCall {
@@ -64,15 +65,18 @@ export interface PartnerEdgeOptions {
   orm: Orm;
   apiKeys: ApiKeyService;
   rateLimiter: RateLimiter;
+  /** Each key's limits: its own, its partner's, or the defaults (dedicated capacity, CONTRACT.md §8). */
+  limits: LimitsService;
   idempotency: IdempotencyService;
   metrics?: Metrics;
 }
 
-/** The partner listener's edge: API key, per-key rate limit, then idempotency keys on POSTs. */
+/** The partner listener's edge: API key, the key's limits and its rate limit, then idempotency keys on POSTs. */
 export function createPartnerEdge({
   orm,
   apiKeys,
   rateLimiter,
+  limits,
   idempotency,
   metrics,
 }: PartnerEdgeOptions): Edge {
@@ -94,7 +98,10 @@ export function createPartnerEdge({
       // The tenancy boundary: every partner-owned entity this request reads or writes is the caller's.
       if (em) scopeToTenant(em, caller);
       const cls = rateClassOf(call.method);
-      const decision = await rateLimiter.take(unit, caller.keyId, cls);
+      // Resolved once here, so handlers limiting expensive work read them from the context, not the database.
+      const own = await limits.forCaller(unit, caller);
+      call.values.set(kLimits, own);
+      const decision = await rateLimiter.take(unit, caller.keyId, cls, own[cls]);
       const headers = rateLimitHeaders(cls, decision);
       for (const [k, v] of Object.entries(headers)) call.responseHeader.set(k, v);
       if (!decision.allowed) {

@@ -14,6 +14,7 @@ import { Migration20261123110000_webhook_circuits } from "./Migration20261123110
 import { Migration20261123120000_repayment_histories } from "./Migration20261123120000_repayment_histories.ts";
 import { Migration20261123121000_sandbox_isolation } from "./Migration20261123121000_sandbox_isolation.ts";
 import { Migration20261123130000_disbursement_daily_limit } from "./Migration20261123130000_disbursement_daily_limit.ts";
+import { Migration20261124100000_limit_overrides } from "./Migration20261124100000_limit_overrides.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -36,4 +37,5 @@ export const migrations = [
     name: "Migration20261123130000_disbursement_daily_limit",
     class: Migration20261123130000_disbursement_daily_limit,
   },
+  { name: "Migration20261124100000_limit_overrides", class: Migration20261124100000_limit_overrides },
 ];
