@@ -24,6 +24,7 @@ import {
 } from "@bufbuild/protobuf/wkt";
 import { getComments, runNodeJs } from "@bufbuild/protoplugin";
 import { type ErrorCode, errorCodes } from "../src/platform/errors.ts";
+import { requiredByRules, withRules } from "./openapi-rules.ts";
 
 /** The runtime shape of a `google.api.HttpRule` (read from the request's own descriptors, not gen/). */
 interface HttpRule {
@@ -222,7 +223,8 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
     };
     const s = one();
     const description = text(f);
-    return description ? (s.$ref ? { ...s, description } : { ...s, description }) : s;
+    // The field's protovalidate rules: the bounds, patterns and enums the server enforces on requests.
+    return withRules(f, description ? { ...s, description } : s);
   };
   /** A schema that also admits `null` (OpenAPI 3.1: a `$ref` sits beside `null` in `anyOf`). */
   const orNull = (s: Schema): Schema => {
@@ -238,6 +240,8 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
     const properties: Record<string, Schema> = {};
     const required: string[] = [];
     const inDocument = documentTypes.has(m.typeName);
+    // What a request must send: the fields whose absence (their zero value) the rules refuse.
+    const mustSend = inputs.has(m.typeName) ? requiredByRules(m) : new Set<string>();
     for (const f of m.fields) {
       if (omit.includes(f.name)) continue;
       let s = fieldSchema(f);
@@ -249,6 +253,8 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
           required.push(f.jsonName);
       } else if (outputs.has(m.typeName) && !inputs.has(m.typeName)) {
         if (f.fieldKind !== "message" && !f.proto.proto3Optional) required.push(f.jsonName);
+      } else if (mustSend.has(f.name)) {
+        required.push(f.jsonName);
       }
       properties[f.jsonName] = s;
     }
@@ -349,12 +355,13 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
       };
     });
     if (!rule.body) {
+      const mustSend = requiredByRules(input);
       for (const f of input.fields) {
         if (pathFields.includes(f.name)) continue;
         parameters.push({
           name: f.name,
           in: "query",
-          required: false,
+          required: mustSend.has(f.name),
           description: text(f),
           schema: fieldSchema(f),
         });

@@ -177,11 +177,16 @@ describe("disbursements in the sandbox", () => {
       principalKobo: "0",
       repaymentSchedule: { installments: [{ dueDate: day(-1), amountKobo: "5" }] },
     });
+    // The contract's rules (the proto's protovalidate rules, checked at the edge) answer first; the checks
+    // no rule can express (a due date from tomorrow in Lagos) once the rules hold.
     expect(invalid.status).toBe(422);
-    expect(Object.keys(invalid.body.details.fields).sort()).toEqual([
-      "principalKobo",
-      "repaymentSchedule.installments[0].dueDate",
-    ]);
+    expect(Object.keys(invalid.body.details.fields)).toEqual(["principalKobo"]);
+    const pastDue = await create({
+      ...body(u.userId, "loan-006"),
+      repaymentSchedule: { installments: [{ dueDate: day(-1), amountKobo: "5" }] },
+    });
+    expect(pastDue.status).toBe(422);
+    expect(Object.keys(pastDue.body.details.fields)).toEqual(["repaymentSchedule.installments[0].dueDate"]);
     const dup = await create(body(u.userId, "loan-001"));
     expect(dup.status).toBe(409);
   });

@@ -20,6 +20,7 @@ import type { Logger } from "../logger.ts";
 import { kRequestId } from "../rpc/context.ts";
 import type { Edge } from "../rpc/edge.ts";
 import { toApiError } from "../rpc/errors.ts";
+import { validateRequest } from "../rpc/validation.ts";
 import { compileTemplate, type PathTemplate } from "./path-template.ts";
 import { type AnyResponse, writeRestError } from "./rest-errors.ts";
 import { type RestBinding, restBindings } from "./rules.ts";
@@ -355,6 +356,8 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
           (err as Error).message.replace(/^cannot decode /, "Cannot read "),
         );
       }
+      // The contract's protovalidate rules, as on the Connect and gRPC faces (platform/rpc/interceptor.ts).
+      validateRequest(route.method.input, request);
       const output = await edge.invoke(call, request, async () => route.fn(request, ctx));
       if (route.method.output.typeName === "google.api.HttpBody") {
         // google.api.HttpBody: the handler's bytes are the response, as they are.

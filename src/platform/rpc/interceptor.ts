@@ -4,6 +4,7 @@ import type { Logger } from "../logger.ts";
 import { kRequestId } from "./context.ts";
 import type { Edge } from "./edge.ts";
 import { toApiError, toConnectError } from "./errors.ts";
+import { validateRequest } from "./validation.ts";
 
 /** Runs the edge for Connect, gRPC-Web and gRPC calls, and maps every failure to the contract's error. */
 export function edgeInterceptor(edge: Edge, logger: Logger): Interceptor {
@@ -21,6 +22,8 @@ export function edgeInterceptor(edge: Edge, logger: Logger): Interceptor {
         merge(res.header);
         return res;
       }
+      // The contract's protovalidate rules, before the handler and before any idempotency record.
+      validateRequest(req.method.input, req.message);
       let res: UnaryResponse | undefined;
       const message = (await edge.invoke(call, req.message, async () => {
         res = (await next(req)) as UnaryResponse;
