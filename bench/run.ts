@@ -15,6 +15,7 @@ const benches: { name: string; file: string; env?: Record<string, string> }[] = 
   { name: "snapshot", file: "snapshot" },
   { name: "disbursements", file: "disbursements" },
   { name: "isolation", file: "isolation" },
+  { name: "portal", file: "portal" },
   { name: "scaleout", file: "scaleout" },
   { name: "scaleout webhooks", file: "webhooks", env: { BENCH_INSTANCES: "2" } },
   { name: "scaleout retries", file: "retries", env: { BENCH_INSTANCES: "2" } },

@@ -46,6 +46,7 @@ import { toApiError } from "./platform/rpc/errors.ts";
 import { edgeInterceptor } from "./platform/rpc/interceptor.ts";
 import { connectAdapter } from "./platform/rpc/node-adapter.ts";
 import { createReflection, reflectionServices } from "./platform/rpc/reflection.ts";
+import { loadPortalAssets, PORTAL_PREFIX } from "./portal/web-assets.ts";
 import type { AddressGuard } from "./ratelimit/address-guard.ts";
 import { createSandboxHandlers } from "./sandbox/sandbox.handlers.ts";
 import { createSandboxAdminHandlers } from "./sandbox/sandbox-admin.handlers.ts";
@@ -164,6 +165,9 @@ function routeOf(req: AnyRequest, path: string, status: number): { face: string;
   if (path.startsWith("/consent/")) return { face: "page", route: "/consent/{token}" };
   if (path.startsWith("/mandate/")) return { face: "page", route: "/mandate/{token}" };
   if (path.startsWith("/prompt/")) return { face: "page", route: "/prompt/{token}" };
+  if (path.startsWith(`${PORTAL_PREFIX}/assets/`)) return { face: "page", route: "/portal/assets/{file}" };
+  if (path === PORTAL_PREFIX || path.startsWith(`${PORTAL_PREFIX}/`))
+    return { face: "page", route: "/portal" };
   if (FIXED_PATHS.has(path)) return { face: "http", route: path };
   const face = type.startsWith("application/grpc-web")
     ? "grpc-web"
@@ -340,6 +344,7 @@ export async function startListeners(o: ListenerOptions) {
     reflectionServices.map((s) => s.typeName),
   );
   const cors = createCors(config.corsOrigins);
+  const portalAssets = loadPortalAssets();
   /** Answers a page request whose handler failed unexpectedly (never leaves it hanging, never crashes). */
   const pageFailed = (req: AnyRequest, res: AnyResponse, err: unknown) => {
     logger.error("page failed", { err, requestId: requestIdOf(req) });
@@ -367,6 +372,7 @@ export async function startListeners(o: ListenerOptions) {
                 return serveDocs(req, res, pathOnly, requestIdOf(req));
             }
             if (url.startsWith("/partner/")) return void transcoder.handle(req, res, requestIdOf(req));
+            if (url.startsWith(PORTAL_PREFIX) && portalAssets.serve(req, res, requestIdOf(req))) return;
             // The pages answer their own errors; a rejection that escapes them is answered 500 here, so no
             // request can bring the process down.
             if (url.startsWith("/consent/"))

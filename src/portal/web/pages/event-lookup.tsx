@@ -1,0 +1,57 @@
+import { useQuery } from "@connectrpc/connect-query";
+import { skipToken } from "@tanstack/react-query";
+import { useState } from "preact/hooks";
+import { Delivery_StatusSchema, WebhookService } from "../../../../gen/partner/v1/webhooks_pb.ts";
+import { ErrorBox, enumName, Loading, Page, Time } from "../ui.tsx";
+
+const EVENT_ID = /^evt_[0-9A-HJKMNP-TV-Z]{26}$/;
+
+/** Looks up one event delivered to this partner's webhooks by its `evt_` id: its body and deliveries. */
+export function EventLookupPage() {
+  const [id, setId] = useState("");
+  const event = useQuery(WebhookService.method.getEvent, id ? { id } : skipToken);
+  return (
+    <Page title="Event lookup">
+      <form
+        class="inline"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setId(String(new FormData(e.currentTarget).get("id") ?? "").trim());
+        }}
+      >
+        <label>
+          Event id
+          <input
+            name="id"
+            required
+            pattern={EVENT_ID.source}
+            title="evt_ followed by 26 letters and digits"
+            placeholder="evt_…"
+            autoComplete="off"
+            spellcheck={false}
+          />
+        </label>
+        <button type="submit">Look up</button>
+      </form>
+      {id && event.isPending ? <Loading /> : null}
+      <ErrorBox error={event.error} />
+      {event.data?.event ? (
+        <article>
+          <h2>
+            <code>{event.data.event.type}</code> <Time at={event.data.event.createdAt} />
+          </h2>
+          <pre>{JSON.stringify(event.data.event.payload, null, 2)}</pre>
+          <h3>Deliveries</h3>
+          <ul>
+            {event.data.event.deliveries.map((d) => (
+              <li key={d.id}>
+                <code>{d.id}</code> to <code>{d.webhookId}</code>: {enumName(Delivery_StatusSchema, d.status)}{" "}
+                after {d.attempt} attempt(s)
+              </li>
+            ))}
+          </ul>
+        </article>
+      ) : null}
+    </Page>
+  );
+}

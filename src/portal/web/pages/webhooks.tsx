@@ -1,0 +1,185 @@
+import { useMutation, useQuery } from "@connectrpc/connect-query";
+import { useQueryClient } from "@tanstack/react-query";
+import { useState } from "preact/hooks";
+import {
+  type Webhook,
+  Webhook_Status,
+  Webhook_StatusSchema,
+  WebhookService,
+} from "../../../../gen/partner/v1/webhooks_pb.ts";
+import { onLinkClick } from "../router.ts";
+import { ErrorBox, enumName, Loading, Page, ShownOnce } from "../ui.tsx";
+
+/** The event types and wildcards a subscription may name (the contract's list). */
+export const EVENT_FILTERS = [
+  "*",
+  "consent.*",
+  "consent.granted",
+  "consent.revoked",
+  "standing.tier_changed",
+  "DISBURSEMENT_DELIVERED",
+  "REPAYMENT_*",
+  "REPAYMENT_COLLECTED",
+  "REPAYMENT_FAILED",
+] as const;
+
+/** Webhook subscriptions: create, send a test, rotate the secret, delete; each with its last 24 hours. */
+export function WebhooksPage() {
+  const client = useQueryClient();
+  const list = useQuery(WebhookService.method.listWebhooks, {});
+  const refresh = () => client.invalidateQueries();
+  const [secret, setSecret] = useState<{ title: string; value: string }>();
+  return (
+    <Page title="Webhooks">
+      {secret ? <ShownOnce title={secret.title} value={secret.value} /> : null}
+      <CreateWebhook
+        onCreated={(w) => {
+          setSecret({ title: `Signing secret of ${w.url}.`, value: w.secret });
+          void refresh();
+        }}
+      />
+      <h2>Subscriptions</h2>
+      {list.isPending ? <Loading /> : null}
+      <ErrorBox error={list.error} />
+      {list.data?.webhooks.length === 0 ? <p>No subscriptions yet.</p> : null}
+      <ul class="cards">
+        {list.data?.webhooks.map((w) => (
+          <WebhookCard
+            key={w.id}
+            webhook={w}
+            onChanged={refresh}
+            onSecret={(value) => setSecret({ title: `New signing secret of ${w.url}.`, value })}
+          />
+        ))}
+      </ul>
+    </Page>
+  );
+}
+
+function CreateWebhook({ onCreated }: { onCreated: (w: Webhook) => void }) {
+  const create = useMutation(WebhookService.method.createWebhook);
+  const [events, setEvents] = useState<string[]>(["*"]);
+  return (
+    <form
+      class="panel"
+      onSubmit={(e) => {
+        e.preventDefault();
+        const form = new FormData(e.currentTarget);
+        create.mutate(
+          { url: String(form.get("url")), events, description: String(form.get("description") ?? "") },
+          { onSuccess: (res) => res.webhook && onCreated(res.webhook) },
+        );
+      }}
+    >
+      <h2>New subscription</h2>
+      <label>
+        Endpoint URL
+        <input name="url" type="url" required inputMode="url" placeholder="https://example.com/webhooks" />
+      </label>
+      <label>
+        Description <span class="muted">(optional)</span>
+        <input name="description" maxLength={500} />
+      </label>
+      <fieldset>
+        <legend>Events</legend>
+        {EVENT_FILTERS.map((f) => (
+          <label class="check" key={f}>
+            <input
+              type="checkbox"
+              checked={events.includes(f)}
+              onChange={(e) =>
+                setEvents(e.currentTarget.checked ? [...events, f] : events.filter((x) => x !== f))
+              }
+            />
+            <code>{f}</code>
+          </label>
+        ))}
+      </fieldset>
+      <ErrorBox error={create.error} />
+      <button type="submit" disabled={create.isPending}>
+        Create subscription
+      </button>
+    </form>
+  );
+}
+
+function WebhookCard(props: { webhook: Webhook; onChanged: () => void; onSecret: (s: string) => void }) {
+  const { webhook: w, onChanged, onSecret } = props;
+  const test = useMutation(WebhookService.method.sendTestEvent);
+  const rotate = useMutation(WebhookService.method.rotateWebhookSecret);
+  const remove = useMutation(WebhookService.method.deleteWebhook);
+  const [sent, setSent] = useState(false);
+  const s = w.stats;
+  return (
+    <li class="card">
+      <h3>
+        <a href={`/portal/webhooks/${w.id}`} onClick={onLinkClick}>
+          {w.url}
+        </a>
+      </h3>
+      <p>
+        <span class={w.status === Webhook_Status.ACTIVE ? "ok" : "bad"}>
+          {enumName(Webhook_StatusSchema, w.status)}
+        </span>
+        {w.disabledReason ? ` (${w.disabledReason})` : ""} · <code>{w.id}</code>
+      </p>
+      <p>
+        Events:{" "}
+        {w.events.map((e) => (
+          <code key={e}>{e} </code>
+        ))}
+        {w.description ? ` · ${w.description}` : ""}
+      </p>
+      {s ? (
+        <p>
+          Last 24 h: {s.delivered} delivered, {s.failed} failed; latency p50 {s.p50LatencyMs} ms, p95{" "}
+          {s.p95LatencyMs} ms.
+        </p>
+      ) : null}
+      <div class="actions">
+        <button
+          type="button"
+          disabled={test.isPending}
+          onClick={() =>
+            test.mutate(
+              { id: w.id },
+              {
+                onSuccess: () => {
+                  setSent(true);
+                  onChanged();
+                },
+              },
+            )
+          }
+        >
+          Send test
+        </button>
+        <button
+          type="button"
+          class="secondary"
+          disabled={rotate.isPending}
+          onClick={() =>
+            confirm(
+              "Rotate the signing secret? The old one keeps signing beside the new one for 24 hours.",
+            ) && rotate.mutate({ id: w.id }, { onSuccess: (r) => r.webhook && onSecret(r.webhook.secret) })
+          }
+        >
+          Rotate secret
+        </button>
+        <button
+          type="button"
+          class="danger"
+          disabled={remove.isPending}
+          onClick={() =>
+            confirm(`Delete the subscription to ${w.url}? Its pending deliveries are not sent.`) &&
+            remove.mutate({ id: w.id }, { onSuccess: onChanged })
+          }
+        >
+          Delete
+        </button>
+      </div>
+      {sent ? <p role="status">Test event queued: see its delivery on the subscription's page.</p> : null}
+      <ErrorBox error={test.error ?? rotate.error ?? remove.error} />
+    </li>
+  );
+}

@@ -1,0 +1,88 @@
+import type { DescEnum } from "@bufbuild/protobuf";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { ComponentChildren } from "preact";
+import { useState } from "preact/hooks";
+import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
+
+/** An error from the API, in the words its message gives, with its code for support. */
+export function ErrorBox({ error }: { error: unknown }) {
+  if (!error) return null;
+  const e = ConnectError.from(error);
+  return (
+    <p class="error" role="alert">
+      {e.rawMessage} <span class="muted">({codeName(e)})</span>
+    </p>
+  );
+}
+
+/** The contract's own code (the ErrorInfo reason), or the Connect code's name. */
+function codeName(e: ConnectError): string {
+  return e.findDetails(ErrorInfoSchema)[0]?.reason ?? Code[e.code];
+}
+
+/** A polite "loading" for screen readers and sighted people alike. */
+export function Loading() {
+  return (
+    <p class="muted" aria-live="polite">
+      Loading…
+    </p>
+  );
+}
+
+/** A timestamp as the person's local date and time, with the exact UTC instant on hover. */
+export function Time({ at }: { at: Timestamp | undefined }) {
+  if (!at) return <span class="muted">—</span>;
+  const d = new Date(Number(at.seconds) * 1000 + Math.floor(at.nanos / 1e6));
+  return (
+    <time dateTime={d.toISOString()} title={d.toISOString()}>
+      {d.toLocaleString()}
+    </time>
+  );
+}
+
+/** Copies a value to the clipboard and says so. */
+export function CopyButton({ value, label = "Copy" }: { value: string; label?: string }) {
+  const [done, setDone] = useState(false);
+  return (
+    <button
+      type="button"
+      class="secondary"
+      onClick={() =>
+        void navigator.clipboard.writeText(value).then(
+          () => setDone(true),
+          () => setDone(false),
+        )
+      }
+    >
+      {done ? "Copied" : label}
+    </button>
+  );
+}
+
+/** A secret shown once: the person is told it will not be shown again. */
+export function ShownOnce({ title, value }: { title: string; value: string }) {
+  return (
+    <div class="shown-once" role="status">
+      <p>
+        <strong>{title}</strong> It is shown only now: copy it somewhere safe.
+      </p>
+      <code class="secret">{value}</code> <CopyButton value={value} />
+    </div>
+  );
+}
+
+/** A page's heading and body. */
+export function Page({ title, children }: { title: string; children: ComponentChildren }) {
+  return (
+    <section aria-labelledby="page-title">
+      <h1 id="page-title">{title}</h1>
+      {children}
+    </section>
+  );
+}
+
+/** An enum value's name as the contract spells it (`DELIVERED`), from the generated enum's descriptor. */
+export function enumName(schema: DescEnum, value: number): string {
+  return schema.value[value]?.name ?? String(value);
+}
