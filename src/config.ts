@@ -131,6 +131,8 @@ export interface Config {
     sandboxDays: number;
     /** RETENTION_BATCH_SIZE: rows one purge statement deletes at most (each batch is its own transaction). */
     batchSize: number;
+    /** PORTAL_AUDIT_RETENTION_DAYS: the portal's audit events (docs/portal.md), a year unless set (30–3650). */
+    auditDays: number;
   };
 }
 
@@ -417,6 +419,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       days: retentionDays(env, "RETENTION_DAYS", 30),
       sandboxDays: int(env, "SANDBOX_RETENTION_DAYS", 90, MIN_RETENTION_DAYS, 3650),
       batchSize: int(env, "RETENTION_BATCH_SIZE", 500, 1, 5_000),
+      auditDays: int(env, "PORTAL_AUDIT_RETENTION_DAYS", 365, 30, 3650),
     },
   });
 }

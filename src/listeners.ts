@@ -2,6 +2,7 @@ import { createContextValues } from "@connectrpc/connect";
 import { ApiKeyService } from "../gen/internal/v1/api_keys_pb.ts";
 import { IngestService } from "../gen/internal/v1/ingest_pb.ts";
 import { PartnerService } from "../gen/internal/v1/partners_pb.ts";
+import { PortalAdminService } from "../gen/internal/v1/portal_admin_pb.ts";
 import { SandboxAdminService } from "../gen/internal/v1/sandbox_admin_pb.ts";
 import { SigningKeyService } from "../gen/internal/v1/signing_keys_pb.ts";
 import { ConsentAdminService, UserService } from "../gen/internal/v1/users_pb.ts";
@@ -46,6 +47,10 @@ import { toApiError } from "./platform/rpc/errors.ts";
 import { edgeInterceptor } from "./platform/rpc/interceptor.ts";
 import { connectAdapter } from "./platform/rpc/node-adapter.ts";
 import { createReflection, reflectionServices } from "./platform/rpc/reflection.ts";
+import { kClientAddress } from "./portal/portal.context.ts";
+import { createPortalEdge } from "./portal/portal.edge.ts";
+import { PORTAL_PROCEDURES, portalConnectServices } from "./portal/portal.services.ts";
+import { createPortalAdminHandlers } from "./portal/portal-admin.handlers.ts";
 import { loadPortalAssets, PORTAL_PREFIX } from "./portal/web-assets.ts";
 import type { AddressGuard } from "./ratelimit/address-guard.ts";
 import { createSandboxHandlers } from "./sandbox/sandbox.handlers.ts";
@@ -187,7 +192,10 @@ function connectHandler(services: ServiceBinding[], edge: Edge, logger: Logger, 
     interceptors: [
       (next) => (req) => (publicServices.includes(req.service.typeName) ? next(req) : guarded(next)(req)),
     ],
-    contextValues: (req) => createContextValues().set(kRequestId, requestIdOf(req)),
+    contextValues: (req) =>
+      createContextValues()
+        .set(kRequestId, requestIdOf(req))
+        .set(kClientAddress, req.socket?.remoteAddress ?? ""),
     jsonOptions: { alwaysEmitImplicit: true },
     readMaxBytes: MAX_BODY_BYTES,
     fallback: (req, res) => {
@@ -330,7 +338,18 @@ async function serveMetrics(
 export async function startListeners(o: ListenerOptions) {
   const { config, services, logger } = o;
   const partnerList = partnerServices(services);
-  const partnerEdge = createPartnerEdge({ ...services, orm: o.orm });
+  const partnerEdge = createPartnerEdge({ ...services, orm: o.orm, portal: services.portal.gate });
+  // The portal's own services: same listener, their own edge (never an API key), never CORS.
+  const portalConnect = connectHandler(
+    portalConnectServices(services.portal),
+    createPortalEdge({
+      orm: o.orm,
+      sessions: services.portal.sessions,
+      publicUrl: services.portal.publicUrl,
+    }),
+    logger,
+    [],
+  );
   const transcoder = createTranscoder({
     services: partnerList,
     edge: partnerEdge,
@@ -364,6 +383,7 @@ export async function startListeners(o: ListenerOptions) {
             const url = req.url ?? "/";
             // Browser clients of the API (REST, Connect, gRPC-Web, the OpenAPI document) from listed origins;
             // never the hosted pages, which are forms of their own.
+            if (url.startsWith(PORTAL_PROCEDURES)) return portalConnect(req as never, res as never);
             if ((url.startsWith("/partner/") || PROCEDURE.test(url.split("?")[0] ?? "")) && cors(req, res))
               return;
             if (url.startsWith(docsPaths.openapi) || url.startsWith(docsPaths.reference)) {
@@ -422,6 +442,14 @@ export async function startListeners(o: ListenerOptions) {
         services.users,
         services.consentLinks,
         services.mandates,
+      ) as never,
+    },
+    {
+      service: PortalAdminService,
+      impl: createPortalAdminHandlers(
+        services.portal.people,
+        services.portal.audit,
+        services.partners,
       ) as never,
     },
     {

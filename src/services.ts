@@ -33,6 +33,8 @@ import type { Jobs } from "./platform/jobs/jobs.ts";
 import type { Logger } from "./platform/logger.ts";
 import { createMetrics } from "./platform/metrics.ts";
 import { registerDatabaseGauges } from "./platform/metrics-gauges.ts";
+import { createPortal } from "./portal/portal.ts";
+import { portalPurges } from "./portal/portal-retention.repository.ts";
 import { ADDRESS_LIMITS, createAddressGuard } from "./ratelimit/address-guard.ts";
 import { createConcurrencyLimiter } from "./ratelimit/concurrency-limiter.ts";
 import { createLimitsService } from "./ratelimit/limits.service.ts";
@@ -242,6 +244,8 @@ export function createServices(deps: ServiceDeps) {
     /** Dedicated capacity: the operator's per-partner and per-key limits. */
     limits,
     signingKeys,
+    /** The partner portal's people, sessions and audit log. */
+    portal: createPortal({ clock, box, partners, logger, publicUrl: deps.publicUrl }),
     rateLimiter: createRateLimiter(),
     addressGuard: createAddressGuard(ADDRESS_LIMITS),
     idempotency,
@@ -271,6 +275,7 @@ export function createServices(deps: ServiceDeps) {
         sandboxDisbursementsPurge(books),
         sandboxSimulatorOrphansPurge,
         sandboxLedgerLinesPurge,
+        ...portalPurges,
       ],
     }),
     deliveryWorker: createDeliveryWorker({

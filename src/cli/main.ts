@@ -11,6 +11,7 @@ import {
   ApiKeyService,
 } from "../../gen/internal/v1/api_keys_pb.ts";
 import { type Partner, PartnerSchema, PartnerService } from "../../gen/internal/v1/partners_pb.ts";
+import { PortalAdminService } from "../../gen/internal/v1/portal_admin_pb.ts";
 import { SandboxAdminService } from "../../gen/internal/v1/sandbox_admin_pb.ts";
 import { SigningKeyService } from "../../gen/internal/v1/signing_keys_pb.ts";
 import { type SigningKey, SigningKey_StatusSchema } from "../../gen/partner/v1/keys_pb.ts";
@@ -35,6 +36,9 @@ ${LIMITS_USAGE}
   signing-key rotate --env sandbox|production    rotate the signing key now
   sandbox seed [--partner ID]                    seed the sandbox fixture users now; with --partner, also
                                                  restore that partner's sandbox to its first day
+  portal invite --partner ID --email EMAIL --role admin|developer|viewer
+                                                 invite a person to the partner's portal: prints a single-use
+                                                 URL, valid 72 hours (give it to them; it is not shown again)
 
 The internal API is found through INTERNAL_URL and INTERNAL_TOKEN, or DATA_DIR of a service started with
 \`npm start\`. With --json every command prints one JSON object (use \`npm run -s cli\` to keep npm quiet).`;
@@ -64,6 +68,8 @@ const FLAG_OF: Record<string, string> = {
   environment: "--env",
   keyId: "--key-id",
   expiresInHours: "--expires-in-hours",
+  email: "--email",
+  role: "--role",
   ...LIMIT_FLAG_OF,
 };
 
@@ -88,6 +94,7 @@ interface Clients {
   apiKeys: Client<typeof ApiKeyService>;
   signingKeys: Client<typeof SigningKeyService>;
   sandbox: Client<typeof SandboxAdminService>;
+  portal: Client<typeof PortalAdminService>;
 }
 
 type Command = (flags: Flags, c: Clients) => Promise<Output>;
@@ -202,6 +209,24 @@ const commands: Record<string, Command> = {
       text: `seeded ${res.users} sandbox fixture users (${res.ledgerDays} ledger days added)${restored}`,
     };
   },
+  async "portal invite"(f, c) {
+    const role = need(f, "role");
+    if (role !== "admin" && role !== "developer" && role !== "viewer")
+      throw new UsageError("--role must be admin, developer or viewer");
+    const res = await c.portal.inviteMember({ partnerId: need(f, "partner"), email: need(f, "email"), role });
+    const i = res.invite;
+    return {
+      json: {
+        id: i?.id,
+        partnerId: i?.partnerId,
+        email: i?.email,
+        role: i?.role,
+        expiresAt: date(i?.expiresAt),
+        url: res.inviteUrl,
+      },
+      text: `invited ${i?.email} to ${i?.partnerId} as ${i?.role} (${i?.id}); the link works once, until ${date(i?.expiresAt)}:\n\n  ${res.inviteUrl}\n\nGive it to them now: it is not shown again.`,
+    };
+  },
   async "signing-key rotate"(f, c) {
     const res = await c.signingKeys.rotateSigningKey({ environment: env(f) });
     return {
@@ -220,6 +245,8 @@ const flagSpec = {
   env: { type: "string" },
   "key-id": { type: "string" },
   "expires-in-hours": { type: "string" },
+  email: { type: "string" },
+  role: { type: "string" },
   ...LIMIT_FLAGS,
 } as const;
 
@@ -234,6 +261,7 @@ function clients(url: string, token: string): Clients {
     apiKeys: createClient(ApiKeyService, transport),
     signingKeys: createClient(SigningKeyService, transport),
     sandbox: createClient(SandboxAdminService, transport),
+    portal: createClient(PortalAdminService, transport),
   };
 }
 

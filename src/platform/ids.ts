@@ -16,7 +16,11 @@ export type IdPrefix =
   | "rpy"
   | "req"
   | "otp"
-  | "pss";
+  | "pss"
+  | "mbr"
+  | "inv"
+  | "ses"
+  | "aud";
 
 // The package draws one CSPRNG byte per random character (16 calls per id), which cost more than the rest of
 // a cached read; this hands it bytes from a pooled CSPRNG buffer instead. A byte / 256 maps onto the 32

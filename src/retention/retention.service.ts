@@ -24,6 +24,10 @@ export const PURGED_TABLES = [
   "ledger_entries",
   "ledger_daily",
   "ledger_counterparties",
+  "portal_sessions",
+  "portal_invites",
+  "portal_audit_events",
+  "portal_signin_throttles",
 ] as const;
 
 /**
@@ -51,8 +55,12 @@ export interface PurgeBatch {
 export interface PurgeStep {
   /** For logs and the job's output. */
   name: string;
-  /** Which retention counts: RETENTION_DAYS, SANDBOX_RETENTION_DAYS, or LEDGER_LINES_RETENTION_DAYS. */
-  retention: "default" | "sandbox" | "ledger";
+  /**
+   * Which retention counts: RETENTION_DAYS, SANDBOX_RETENTION_DAYS, LEDGER_LINES_RETENTION_DAYS,
+   * PORTAL_AUDIT_RETENTION_DAYS (`audit`), or none (`now`: the cut-off is the run's now, for rows whose own
+   * expiry is their end, such as portal sessions).
+   */
+  retention: "default" | "sandbox" | "ledger" | "audit" | "now";
   batch(tx: Em, cutoff: Date, limit: number): Promise<PurgeBatch>;
 }
 
@@ -90,6 +98,8 @@ export function createRetentionService(o: RetentionServiceOptions) {
         default: new Date(now - o.retention.days * ms.day),
         sandbox: new Date(now - o.retention.sandboxDays * ms.day),
         ledger: new Date(now - LEDGER_LINES_RETENTION_DAYS * ms.day),
+        audit: new Date(now - o.retention.auditDays * ms.day),
+        now: new Date(now),
       };
       const deadline = Date.now() + budgetMs;
       const report: PurgeReport = {};

@@ -15,6 +15,11 @@ import { LedgerEntryEntity } from "../../ledger/ledger-entry.entity.ts";
 import { PartnerEntity } from "../../partners/partner.entity.ts";
 import { PersonCodeEntity } from "../../person/person-code.entity.ts";
 import { PromptSessionEntity } from "../../person/prompt-session.entity.ts";
+import { PortalAuditEventEntity } from "../../portal/audit-event.entity.ts";
+import { PortalInviteEntity } from "../../portal/invite.entity.ts";
+import { PortalMemberEntity } from "../../portal/member.entity.ts";
+import { PortalSessionEntity } from "../../portal/session.entity.ts";
+import { PortalSigninThrottleEntity } from "../../portal/signin-throttle.entity.ts";
 import { LimitOverrideEntity } from "../../ratelimit/limit-override.entity.ts";
 import { RateLimitBucketEntity } from "../../ratelimit/rate-limit-bucket.entity.ts";
 import { RateLimitTake } from "../../ratelimit/rate-limit-take.routine.ts";
@@ -68,6 +73,11 @@ export const entities = [
   PaymentInstrumentEntity,
   SandboxFixtureEntity,
   DataKeyEntity,
+  PortalMemberEntity,
+  PortalInviteEntity,
+  PortalSessionEntity,
+  PortalAuditEventEntity,
+  PortalSigninThrottleEntity,
 ];
 
 /** Every stored routine the migrations create, declared so the schema diff compares them too. */

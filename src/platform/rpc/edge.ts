@@ -2,6 +2,7 @@ import { create, type DescMethod, fromBinary, type Message, toBinary } from "@bu
 import type { ContextValues } from "@connectrpc/connect";
 import type { ApiKeyService } from "../../apikeys/api-key.service.ts";
 import type { IdempotencyService } from "../../idempotency/idempotency.service.ts";
+import type { PortalGate } from "../../portal/portal.gate.ts";
 import type { LimitsService } from "../../ratelimit/limits.service.ts";
 import type { RateDecision, RateLimiter } from "../../ratelimit/rate-limiter.ts";
 import { constantTimeEqualStrings } from "../crypto/tokens.ts";
@@ -69,6 +70,8 @@ export interface PartnerEdgeOptions {
   limits: LimitsService;
   idempotency: IdempotencyService;
   metrics?: Metrics;
+  /** Portal sessions in place of an API key (docs/portal.md); without it, API keys only. */
+  portal?: PortalGate;
 }
 
 /** The partner listener's edge: API key, the key's limits and its rate limit, then idempotency keys on POSTs. */
@@ -79,6 +82,7 @@ export function createPartnerEdge({
   limits,
   idempotency,
   metrics,
+  portal,
 }: PartnerEdgeOptions): Edge {
   return {
     async admit(call) {
@@ -93,7 +97,12 @@ export function createPartnerEdge({
         return em;
       };
       call.values.set(kEm, unit);
-      caller = await apiKeys.authenticate(unit, bearer(call.requestHeader));
+      // No Authorization header and a portal session cookie: a person in the portal (a header lookup more).
+      const session = portal?.tokenOf(call.requestHeader);
+      caller =
+        portal && session !== undefined
+          ? await portal.admit(call, unit(), session)
+          : await apiKeys.authenticate(unit, bearer(call.requestHeader));
       call.values.set(kCaller, caller);
       // The tenancy boundary: every partner-owned entity this request reads or writes is the caller's.
       if (em) scopeToTenant(em, caller);
@@ -114,6 +123,9 @@ export function createPartnerEdge({
     },
 
     async invoke(call, request, handler) {
+      // A write made with a portal session runs inside the audit log's transaction (entered once).
+      if (portal?.auditsOnce(call))
+        return portal.audited(call, request, () => this.invoke(call, request, handler));
       const key = call.requestHeader.get("idempotency-key");
       if (key === null || !isPost(call.method)) return handler();
       const { method } = call;

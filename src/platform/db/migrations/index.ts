@@ -15,6 +15,7 @@ import { Migration20261123120000_repayment_histories } from "./Migration20261123
 import { Migration20261123121000_sandbox_isolation } from "./Migration20261123121000_sandbox_isolation.ts";
 import { Migration20261123130000_disbursement_daily_limit } from "./Migration20261123130000_disbursement_daily_limit.ts";
 import { Migration20261124100000_limit_overrides } from "./Migration20261124100000_limit_overrides.ts";
+import { Migration20261126000000_portal } from "./Migration20261126000000_portal.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -38,4 +39,5 @@ export const migrations = [
     class: Migration20261123130000_disbursement_daily_limit,
   },
   { name: "Migration20261124100000_limit_overrides", class: Migration20261124100000_limit_overrides },
+  { name: "Migration20261126000000_portal", class: Migration20261126000000_portal },
 ];

@@ -1,0 +1,110 @@
+import { randomBytes, scrypt, timingSafeEqual } from "node:crypto";
+import { ApiError, validationFailed } from "../platform/errors.ts";
+
+/**
+ * OWASP's current minimum for scrypt (Password Storage Cheat Sheet): N = 2^17, r = 8, p = 1. Stored with each
+ * hash, so they can be raised later without touching the hashes already made.
+ */
+const PARAMS = { logN: 17, r: 8, p: 1 } as const;
+const SALT_BYTES = 16;
+const KEY_BYTES = 32;
+/** scrypt needs 128·N·r bytes; node's default cap (32 MiB) is below that, so it is raised with headroom. */
+const maxmemFor = (logN: number, r: number) => 2 * 128 * 2 ** logN * r;
+/** Hashes at once per process: each holds 128 MiB and a libuv thread, so a flood of sign-ins queues here. */
+const MAX_RUNNING = 2;
+/** Hashes waiting; past this the service answers 503 rather than queue without bound. */
+const MAX_WAITING = 64;
+/** The longest a hash waits for its turn. */
+const WAIT_MS = 10_000;
+
+/** The shortest and longest passwords accepted (docs/portal.md). */
+export const PASSWORD_LENGTH = { min: 12, max: 128 } as const;
+
+let running = 0;
+const waiting: (() => void)[] = [];
+
+async function turn(): Promise<void> {
+  if (running < MAX_RUNNING) {
+    running++;
+    return;
+  }
+  if (waiting.length >= MAX_WAITING) throw new ApiError("unavailable", undefined, { retryAfterSeconds: 1 });
+  await new Promise<void>((resolve, reject) => {
+    const go = () => {
+      clearTimeout(timer);
+      running++;
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      waiting.splice(waiting.indexOf(go), 1);
+      reject(new ApiError("unavailable", undefined, { retryAfterSeconds: 1 }));
+    }, WAIT_MS);
+    waiting.push(go);
+  });
+}
+
+function done(): void {
+  running--;
+  waiting.shift()?.();
+}
+
+async function derive(password: string, salt: Buffer, logN: number, r: number, p: number): Promise<Buffer> {
+  await turn();
+  try {
+    return await new Promise<Buffer>((resolve, reject) =>
+      scrypt(
+        password.normalize("NFC"),
+        salt,
+        KEY_BYTES,
+        { N: 2 ** logN, r, p, maxmem: maxmemFor(logN, r) },
+        (err, key) => (err ? reject(err) : resolve(key)),
+      ),
+    );
+  } finally {
+    done();
+  }
+}
+
+/** Refuses a password outside 12–128 characters with `validation_failed` on `password`. */
+export function checkPassword(password: string): void {
+  const length = [...password].length;
+  if (length < PASSWORD_LENGTH.min || length > PASSWORD_LENGTH.max)
+    throw validationFailed({
+      password: `must be ${PASSWORD_LENGTH.min} to ${PASSWORD_LENGTH.max} characters`,
+    });
+}
+
+/** `scrypt$<log2 N>$<r>$<p>$<salt>$<hash>`, base64url, with a fresh salt. */
+export async function hashPassword(password: string): Promise<string> {
+  const salt = randomBytes(SALT_BYTES);
+  const key = await derive(password, salt, PARAMS.logN, PARAMS.r, PARAMS.p);
+  return [
+    "scrypt",
+    PARAMS.logN,
+    PARAMS.r,
+    PARAMS.p,
+    salt.toString("base64url"),
+    key.toString("base64url"),
+  ].join("$");
+}
+
+/** True when `password` matches `encoded` (compared in constant time, with the parameters stored in it). */
+export async function verifyPassword(password: string, encoded: string): Promise<boolean> {
+  const [scheme, logN, r, p, salt, hash] = encoded.split("$");
+  if (scheme !== "scrypt" || !salt || !hash) return false;
+  const expected = Buffer.from(hash, "base64url");
+  const key = await derive(password, Buffer.from(salt, "base64url"), Number(logN), Number(r), Number(p));
+  return key.length === expected.length && timingSafeEqual(key, expected);
+}
+
+let dummy: Promise<string> | undefined;
+
+/**
+ * Spends the time of a real verification for an email nobody has, so an answer's timing does not tell
+ * whether an account exists.
+ */
+export async function verifyDummy(password: string): Promise<false> {
+  dummy ??= hashPassword(randomBytes(16).toString("hex"));
+  await verifyPassword(password, await dummy);
+  return false;
+}

@@ -1,0 +1,20 @@
+import { createContextKey } from "@connectrpc/connect";
+import type { Environment } from "../platform/tenancy.ts";
+import type { Actor } from "./audit.service.ts";
+import type { LiveSession } from "./session.service.ts";
+
+/** The client's address as the listener saw it (the socket's remote address), for the audit log and throttles. */
+export const kClientAddress = createContextKey<string>("", { description: "client address" });
+
+/** A call made from the portal: who, from where, and the session when there is one. */
+export interface PortalCall {
+  actor: Actor;
+  session?: LiveSession;
+  /** The environment selected with `x-portal-environment` (partner API calls only). */
+  environment?: Environment;
+  /** Set once the call's audit wrapper has been entered (the edge enters it once). */
+  audited?: boolean;
+}
+
+/** Set by the edge on every portal call, and on partner API calls made with a portal session. */
+export const kPortal = createContextKey<PortalCall | undefined>(undefined, { description: "portal call" });

@@ -1,0 +1,52 @@
+import { TeamService } from "../../gen/portal/v1/team_pb.ts";
+import type { Orm } from "../platform/db/orm.ts";
+import { ApiError } from "../platform/errors.ts";
+import { kEm } from "../platform/rpc/context.ts";
+import type { Edge } from "../platform/rpc/edge.ts";
+import { cookieOf, requireSameOrigin, SESSION_COOKIE } from "./cookies.ts";
+import { kClientAddress, kPortal } from "./portal.context.ts";
+import type { SessionService } from "./session.service.ts";
+
+/** The portal methods a person calls before having a session. */
+const WITHOUT_SESSION = new Set(["GetInvite", "AcceptInvite", "ConfirmEnrolment", "SignIn"]);
+
+/** Options for {@link createPortalEdge}. */
+export interface PortalEdgeOptions {
+  orm: Orm;
+  sessions: SessionService;
+  publicUrl: () => string;
+}
+
+/**
+ * The edge of the portal's own services (`portal.v1`, on the partner listener): never an API key (an API key
+ * must never mint people or sessions), always same-origin Connect calls (the CSRF defence, docs/portal.md),
+ * a live session for everything but joining and signing in, and the admin role for the team.
+ */
+export function createPortalEdge({ orm, sessions, publicUrl }: PortalEdgeOptions): Edge {
+  return {
+    async admit(call) {
+      if (call.requestHeader.has("authorization"))
+        throw new ApiError(
+          "permission_denied",
+          "The portal's services are for people signed in to the portal, never for API keys.",
+        );
+      requireSameOrigin(call.requestHeader, publicUrl());
+      const em = orm.em.fork();
+      call.values.set(kEm, em);
+      const token = cookieOf(call.requestHeader, SESSION_COOKIE);
+      const session = token ? await sessions.resolve(em, token) : undefined;
+      const actor = {
+        id: session?.memberId ?? "",
+        email: session?.email ?? "",
+        address: call.values.get(kClientAddress),
+        userAgent: call.requestHeader.get("user-agent") ?? "",
+      };
+      call.values.set(kPortal, { actor, session });
+      if (WITHOUT_SESSION.has(call.method.name)) return;
+      if (!session) throw new ApiError("unauthenticated", "Sign in to the portal first.");
+      if (call.method.parent.typeName === TeamService.typeName && session.role !== "admin")
+        throw new ApiError("permission_denied", "Only the partner's admins manage the team.");
+    },
+    invoke: (_call, _request, handler) => handler(),
+  };
+}

@@ -1,0 +1,227 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { KeysService } from "../../gen/partner/v1/keys_pb.ts";
+import { WebhookService } from "../../gen/partner/v1/webhooks_pb.ts";
+import { PortalAuthService } from "../../gen/portal/v1/auth_pb.ts";
+import { TeamService } from "../../gen/portal/v1/team_pb.ts";
+import { ManualClock, ms } from "../../src/platform/clock.ts";
+import { createPartner, type PartnerFixture } from "../factories/partners.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { browser, type MemberFixture, member, portalAdmin, tokenOf, totpCode } from "../support/portal.ts";
+
+// The portal's people against someone trying: other partners' data, forged requests, reused tokens, guessed
+// passwords, API keys where people belong, removed members, and secrets leaking into logs.
+const clock = new ManualClock();
+const logs: string[] = [];
+let t: TestApp;
+let a: PartnerFixture;
+let b: PartnerFixture;
+let adminA: MemberFixture;
+let adminB: MemberFixture;
+
+const code = async (p: Promise<unknown>) => {
+  try {
+    await p;
+    return "ok";
+  } catch (err) {
+    return Code[ConnectError.from(err).code];
+  }
+};
+
+/** A raw Connect JSON call, headers as given. */
+const raw = (path: string, headers: Record<string, string>, body: unknown = {}) =>
+  fetch(`${t.partnerUrl}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
+
+beforeAll(async () => {
+  t = await startTestApp({ clock, onLog: (line) => logs.push(line) });
+  a = await createPartner(t);
+  b = await createPartner(t);
+  adminA = await member(t, clock, a.partnerId, "admin");
+  adminB = await member(t, clock, b.partnerId, "admin");
+});
+afterAll(() => t?.stop());
+
+describe("a portal session", () => {
+  it("of partner A never reaches partner B's data", async () => {
+    const { webhook } = await adminA.browser
+      .client(WebhookService)
+      .createWebhook({ url: "http://127.0.0.1:9/a", events: ["*"] });
+    const id = webhook?.id ?? "";
+    const seenByB = await adminB.browser.client(WebhookService).listWebhooks({});
+    expect(seenByB.webhooks.map((w) => w.id)).not.toContain(id);
+    expect(await code(adminB.browser.client(WebhookService).getWebhook({ id }))).toBe("NotFound");
+    expect(await code(adminB.browser.client(TeamService).removeMember({ memberId: adminA.id }))).toBe(
+      "NotFound",
+    );
+    const membersB = await adminB.browser.client(TeamService).listMembers({});
+    expect(membersB.members.map((m) => m.partnerId)).toEqual([b.partnerId]);
+    const auditB = await adminB.browser.client(TeamService).listAuditEvents({ limit: 100 });
+    expect(auditB.events.every((e) => e.partnerId === b.partnerId)).toBe(true);
+  });
+
+  it("is refused without the service's Origin or without Connect's protocol header", async () => {
+    const cookie = adminA.browser.cookie ?? "";
+    const base = { cookie, "x-portal-environment": "sandbox", "connect-protocol-version": "1" };
+    const ok = await raw("/partner.v1.KeysService/ListKeys", { ...base, origin: t.partnerUrl });
+    expect(ok.status).toBe(200);
+    const forged: Record<string, string>[] = [
+      { ...base },
+      { ...base, origin: "https://evil.example" },
+      { ...base, origin: "null" },
+      { cookie, "x-portal-environment": "sandbox", origin: t.partnerUrl },
+    ];
+    for (const headers of forged) {
+      const res = await raw("/partner.v1.KeysService/ListKeys", headers);
+      expect(res.status, JSON.stringify(headers)).toBe(403);
+      const who = await raw("/portal.v1.PortalAuthService/WhoAmI", headers);
+      expect(who.status, JSON.stringify(headers)).toBe(403);
+    }
+  });
+
+  it("stops at once when its member is removed", async () => {
+    const dev = await member(t, clock, a.partnerId, "developer");
+    expect(await code(dev.browser.client(KeysService).listKeys({}))).toBe("ok");
+    await adminA.browser.client(TeamService).removeMember({ memberId: dev.id });
+    expect(await code(dev.browser.client(KeysService).listKeys({}))).toBe("Unauthenticated");
+    expect(await code(dev.browser.client(PortalAuthService).whoAmI({}))).toBe("Unauthenticated");
+    clock.advance(31 * ms.second);
+    const again = browser(t.partnerUrl).client(PortalAuthService);
+    expect(
+      await code(
+        again.signIn({ email: dev.email, password: dev.password, code: totpCode(dev.secret, clock) }),
+      ),
+    ).toBe("Unauthenticated");
+  });
+});
+
+describe("API keys", () => {
+  it("can never call the portal's team or sign-in services", async () => {
+    for (const key of [a.sandboxKey, a.liveKey]) {
+      const headers = {
+        authorization: `Bearer ${key}`,
+        origin: t.partnerUrl,
+        "connect-protocol-version": "1",
+      };
+      for (const path of [
+        "/portal.v1.TeamService/InviteMember",
+        "/portal.v1.TeamService/ListMembers",
+        "/portal.v1.PortalAuthService/SignIn",
+        "/portal.v1.PortalAuthService/WhoAmI",
+      ]) {
+        const res = await raw(
+          path,
+          headers,
+          path.endsWith("InviteMember") ? { email: "x@example.com", role: "admin" } : {},
+        );
+        expect(res.status, path).toBe(403);
+      }
+    }
+  });
+});
+
+describe("invites", () => {
+  it("are single use, and expire after 72 hours", async () => {
+    const invited = await portalAdmin(t).inviteMember({
+      partnerId: a.partnerId,
+      email: "late@example.com",
+      role: "viewer",
+    });
+    const auth = browser(t.partnerUrl).client(PortalAuthService);
+    const token = tokenOf(invited.inviteUrl);
+    expect(await code(auth.getInvite({ token }))).toBe("ok");
+    clock.advance(72 * ms.hour + ms.second);
+    expect(await code(auth.getInvite({ token }))).toBe("NotFound");
+    expect(await code(auth.acceptInvite({ token, password: "a long enough passphrase" }))).toBe("NotFound");
+
+    const once = await portalAdmin(t).inviteMember({
+      partnerId: a.partnerId,
+      email: "once@example.com",
+      role: "viewer",
+    });
+    const t1 = tokenOf(once.inviteUrl);
+    const { secret } = await auth.acceptInvite({ token: t1, password: "a long enough passphrase" });
+    expect(await code(auth.confirmEnrolment({ token: t1, code: totpCode(secret, clock) }))).toBe("ok");
+    expect(await code(auth.confirmEnrolment({ token: t1, code: totpCode(secret, clock) }))).toBe("NotFound");
+    expect(await code(auth.acceptInvite({ token: t1, password: "another long passphrase" }))).toBe(
+      "NotFound",
+    );
+    // The email is now a member's: no second membership anywhere.
+    expect(
+      await code(
+        portalAdmin(t).inviteMember({ partnerId: b.partnerId, email: "ONCE@example.com", role: "admin" }),
+      ),
+    ).toBe("Aborted");
+  });
+});
+
+describe("guessing", () => {
+  it("is throttled with 429 and Retry-After, the same for a member's email and an unknown one", async () => {
+    const victim = await member(t, clock, a.partnerId, "developer");
+    const answers = async (email: string) => {
+      const seen: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        const res = await raw(
+          "/portal.v1.PortalAuthService/SignIn",
+          { origin: t.partnerUrl, "connect-protocol-version": "1" },
+          { email, password: `wrong password ${i}`, code: "123456" },
+        );
+        const body = (await res.json()) as { code: string; message: string };
+        seen.push(`${res.status} ${body.code} ${body.message} ${res.headers.get("retry-after") ?? ""}`);
+      }
+      return seen;
+    };
+    const known = await answers(victim.email);
+    const unknown = await answers(`nobody-${Date.now()}@example.com`);
+    expect(known).toEqual(unknown);
+    expect(known.slice(0, 5).every((s) => s.startsWith("401 unauthenticated"))).toBe(true);
+    expect(known[5]).toMatch(/^429 resource_exhausted .* \d+$/);
+    // Locked: even the right password waits.
+    clock.advance(20 * ms.second);
+    const right = browser(t.partnerUrl).client(PortalAuthService);
+    expect(
+      await code(
+        right.signIn({
+          email: victim.email,
+          password: victim.password,
+          code: totpCode(victim.secret, clock),
+        }),
+      ),
+    ).toBe("ResourceExhausted");
+    clock.advance(11 * ms.second);
+    expect(
+      await code(
+        right.signIn({
+          email: victim.email,
+          password: victim.password,
+          code: totpCode(victim.secret, clock),
+        }),
+      ),
+    ).toBe("ok");
+  });
+});
+
+describe("secrets", () => {
+  it("never appear in the logs or in the audit log", async () => {
+    const audit = JSON.stringify(
+      (await portalAdmin(t).listAuditEvents({ partnerId: a.partnerId, limit: 100 })).events.map((e) => ({
+        ...e,
+      })),
+      (_k, v) => (typeof v === "bigint" ? String(v) : v),
+    );
+    const text = `${logs.join("\n")}\n${audit}`;
+    expect(audit).toContain("api_call");
+    for (const m of [adminA, adminB]) {
+      for (const secret of [
+        m.password,
+        m.secret,
+        ...m.recoveryCodes,
+        (m.browser.cookie ?? "").split("=")[1] ?? "",
+      ])
+        expect(text).not.toContain(secret);
+    }
+  });
+});
