@@ -6,6 +6,8 @@ import { dataKeyAad } from "./platform/crypto/data-keys.ts";
 import type { SecretBox } from "./platform/crypto/secret-box.ts";
 import type { Em } from "./platform/db/orm.ts";
 import { sql } from "./platform/db/sql.ts";
+import { auditEvidenceAad } from "./portal/audit.service.ts";
+import { inviteAad, memberTotpAad } from "./portal/people.service.ts";
 import { signingKeyAad } from "./signing/signing-key.service.ts";
 import { instrumentsAad } from "./users/payment-instruments.ts";
 import { phoneAad } from "./users/user.service.ts";
@@ -57,6 +59,14 @@ export const sealedColumns: readonly SealedColumn[] = [
     column: "response",
     key: ["partner_id", "environment", "key"],
     aad: (r) => idempotencyAad(r.partner_id ?? "", r.environment ?? "", r.key ?? ""),
+  },
+  { table: "portal_members", column: "totp_enc", key: ["id"], aad: (r) => memberTotpAad(r.id ?? "") },
+  { table: "portal_invites", column: "totp_enc", key: ["id"], aad: (r) => inviteAad(r.id ?? "") },
+  {
+    table: "portal_audit_events",
+    column: "evidence_enc",
+    key: ["id"],
+    aad: (r) => auditEvidenceAad(r.id ?? ""),
   },
 ];
 

@@ -48,7 +48,8 @@ export interface AuditView extends PortalAuditEventRow {
   userAgent: string;
 }
 
-const aad = (id: string) => `portal-audit:${id}`;
+/** Binds an audit event's sealed evidence (address, user agent) to the event. */
+export const auditEvidenceAad = (id: string) => `portal-audit:${id}`;
 const DEFAULT_PAGE = 20;
 const MAX_PAGE = 100;
 
@@ -73,7 +74,7 @@ export function createAuditService({ clock, box }: { clock: Clock; box: SecretBo
           outcome: entry.outcome ?? "ok",
           environment: entry.environment ?? "",
           detail: entry.detail ?? "",
-          evidenceEnc: box.seal(Buffer.from(evidence), aad(id)),
+          evidenceEnc: box.seal(Buffer.from(evidence), auditEvidenceAad(id)),
           createdAt: clock.now(),
         }),
       );
@@ -93,7 +94,9 @@ export function createAuditService({ clock, box }: { clock: Clock; box: SecretBo
         { orderBy: { id: "desc" }, limit: size + 1 },
       );
       const events: AuditView[] = rows.slice(0, size).map((row) => {
-        const { address, userAgent } = JSON.parse(box.open(row.evidenceEnc, aad(row.id)).toString()) as {
+        const { address, userAgent } = JSON.parse(
+          box.open(row.evidenceEnc, auditEvidenceAad(row.id)).toString(),
+        ) as {
           address: string;
           userAgent: string;
         };

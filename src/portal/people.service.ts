@@ -18,7 +18,8 @@ import { enrolment, newRecoveryCodes, newTotpSecret, totpStep } from "./totp.ts"
 /** An invite is good for 72 hours (docs/portal.md). */
 const INVITE_MS = 72 * ms.hour;
 const EMAIL = /^[^\s@]{1,64}@[^\s@]+\.[^\s@]{2,}$/;
-const inviteAad = (id: string) => `portal-invite-totp:${id}`;
+/** Binds an invite's sealed TOTP secret (chosen at acceptance, before confirmation) to the invite. */
+export const inviteAad = (id: string) => `portal-invite-totp:${id}`;
 /** Binds a member's sealed TOTP secret to the member. */
 export const memberTotpAad = (id: string) => `portal-member-totp:${id}`;
 

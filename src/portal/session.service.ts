@@ -2,11 +2,11 @@ import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import { randomBase62, sha256 } from "../platform/crypto/tokens.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { sql } from "../platform/db/sql.ts";
 import { newId } from "../platform/ids.ts";
 import type { PortalMemberRow } from "./member.entity.ts";
 import type { Role } from "./roles.ts";
 import { PortalSessionEntity } from "./session.entity.ts";
+import { sessionRepository } from "./session.repository.ts";
 
 /** Sessions end after 30 minutes without a call, and 12 hours after sign-in in any case (docs/portal.md). */
 export const SESSION_IDLE_MS = 30 * ms.minute;
@@ -59,55 +59,27 @@ export function createSessionService({ clock }: { clock: Clock }) {
     async resolve(em: Em, token: string): Promise<LiveSession | undefined> {
       if (!TOKEN.test(token)) return undefined;
       const now = clock.now();
-      const [row] = await sql<{
-        id: string;
-        member_id: string;
-        partner_id: string;
-        partner_name: string;
-        email: string;
-        role: Role;
-        last_seen_at: Date;
-        expires_at: Date;
-      }>(
+      const row = await sessionRepository.findLive(
         em,
-        `select s.id, s.member_id, s.partner_id, p.name as partner_name, m.email, m.role, s.last_seen_at,
-                s.expires_at
-           from portal_sessions s
-           join portal_members m on m.id = s.member_id and m.removed_at is null
-           join partners p on p.id = s.partner_id
-          where s.token_hash = $1 and s.ended_at is null and s.expires_at > $2 and s.last_seen_at > $3`,
-        [sha256(token), now, new Date(now.getTime() - SESSION_IDLE_MS)],
+        sha256(token),
+        now,
+        new Date(now.getTime() - SESSION_IDLE_MS),
       );
       if (!row) return undefined;
-      if (now.getTime() - row.last_seen_at.getTime() >= TOUCH_MS)
-        await sql(em, "update portal_sessions set last_seen_at = $2 where id = $1", [row.id, now]);
-      return {
-        id: row.id,
-        memberId: row.member_id,
-        partnerId: row.partner_id,
-        partnerName: row.partner_name,
-        email: row.email,
-        role: row.role,
-        expiresAt: row.expires_at,
-      };
+      if (now.getTime() - row.lastSeenAt.getTime() >= TOUCH_MS)
+        await sessionRepository.touch(em, row.id, now);
+      const { lastSeenAt: _, ...live } = row;
+      return live;
     },
 
     /** Ends one session. */
     async end(em: Em, sessionId: string): Promise<void> {
-      await sql(em, "update portal_sessions set ended_at = $2 where id = $1 and ended_at is null", [
-        sessionId,
-        clock.now(),
-      ]);
+      await sessionRepository.end(em, sessionId, clock.now());
     },
 
     /** Ends every session of a member; returns how many were live. */
     async endAll(em: Em, memberId: string): Promise<number> {
-      const rows = await sql<{ id: string }>(
-        em,
-        "update portal_sessions set ended_at = $2 where member_id = $1 and ended_at is null returning id",
-        [memberId, clock.now()],
-      );
-      return rows.length;
+      return sessionRepository.endAll(em, memberId, clock.now());
     },
   };
 }

@@ -4,7 +4,6 @@ import { ms } from "../platform/clock.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import { sha256 } from "../platform/crypto/tokens.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { sql } from "../platform/db/sql.ts";
 import { ApiError } from "../platform/errors.ts";
 import { type AddressGuard, createAddressGuard } from "../ratelimit/address-guard.ts";
 import type { Actor, AuditService } from "./audit.service.ts";
@@ -12,6 +11,7 @@ import { PortalMemberEntity, type PortalMemberRow } from "./member.entity.ts";
 import { verifyDummy, verifyPassword } from "./password.ts";
 import { memberTotpAad } from "./people.service.ts";
 import type { SessionService } from "./session.service.ts";
+import { signinThrottleRepository } from "./signin-throttle.repository.ts";
 import { isRecoveryCode, totpStep, useRecoveryCode } from "./totp.ts";
 
 /** Failures an account may have before it locks: then 30 s, doubling with each failure, at most an hour. */
@@ -53,20 +53,10 @@ export function createSigninService(o: SigninServiceOptions) {
   /** Charges a failure to the account (and locks it past the free failures). */
   const fail = async (em: Em, emailHash: Buffer) => {
     const now = clock.now();
-    const [row] = await sql<{ failures: number }>(
-      em,
-      `insert into portal_signin_throttles (email_hash, failures, locked_until, updated_at) values ($1, 1, null, $2)
-       on conflict (email_hash) do update set failures = portal_signin_throttles.failures + 1, updated_at = $2
-       returning failures`,
-      [emailHash, now],
-    );
-    const failures = row?.failures ?? 1;
+    const failures = await signinThrottleRepository.fail(em, emailHash, now);
     if (failures >= FREE_FAILURES) {
       const lock = Math.min(MAX_LOCK_MS, FIRST_LOCK_MS * 2 ** (failures - FREE_FAILURES));
-      await sql(em, "update portal_signin_throttles set locked_until = $2 where email_hash = $1", [
-        emailHash,
-        new Date(now.getTime() + lock),
-      ]);
+      await signinThrottleRepository.lock(em, emailHash, new Date(now.getTime() + lock));
     }
   };
 
@@ -93,15 +83,9 @@ export function createSigninService(o: SigninServiceOptions) {
       if (!byAddress.allowed) throw throttled(byAddress.retryAfterSeconds);
       const normal = email.trim().toLowerCase().slice(0, 320);
       const emailHash = sha256(`portal-signin:${normal}`);
-      // Aliased `_at`: the sql helper reads those columns as Dates.
-      const [lock] = await sql<{ locked_at: Date | null }>(
-        em,
-        "select locked_until as locked_at from portal_signin_throttles where email_hash = $1",
-        [emailHash],
-      );
+      const lockedUntil = await signinThrottleRepository.lockedUntil(em, emailHash);
       const now = clock.now().getTime();
-      if (lock?.locked_at && lock.locked_at.getTime() > now)
-        throw throttled((lock.locked_at.getTime() - now) / 1000);
+      if (lockedUntil && lockedUntil.getTime() > now) throw throttled((lockedUntil.getTime() - now) / 1000);
 
       const found = normal ? await em.findOne(PortalMemberEntity, { email: normal, removedAt: null }) : null;
       // The same work whether or not the email is a member's.
@@ -119,7 +103,7 @@ export function createSigninService(o: SigninServiceOptions) {
               const how = member ? secondFactor(member, code) : undefined;
               if (!member || !how) return undefined;
               await tx.flush();
-              await sql(tx, "delete from portal_signin_throttles where email_hash = $1", [emailHash]);
+              await signinThrottleRepository.clear(tx, emailHash);
               const who = { ...actor, id: member.id, email: member.email };
               if (how === "recovery")
                 await audit.record(tx, who, { partnerId: member.partnerId, action: "recovery_code_used" });

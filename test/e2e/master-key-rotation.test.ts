@@ -294,6 +294,10 @@ describe("the list of sealed columns", () => {
         "ledger_entries.counterparty_hash",
         "signing_keys.public_key",
         "users.phone_hash",
+        "portal_invites.token_hash",
+        "portal_members.recovery_hashes",
+        "portal_sessions.token_hash",
+        "portal_signin_throttles.email_hash",
       ]);
       const sealed = new Set(sealedColumns.map((c) => `${c.table}.${c.column}`));
       expect(columns.map((c) => c.name).filter((n) => !notSecret.has(n) && !sealed.has(n))).toEqual([]);

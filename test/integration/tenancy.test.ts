@@ -54,13 +54,18 @@ const partnerOwned = () =>
   );
 
 describe("the tenancy filter", () => {
-  it("is on every partner-owned entity (API keys aside: the operator manages them, a request finds its own by hash)", () => {
+  // API keys and the portal's people, sessions, invites and audit log aside: they are the partner's in both
+  // environments, not one tenant's; the operator manages them, and a request finds its own key or session by
+  // its hash, and every other query on them names the session's partner.
+  it("is on every partner-owned entity (API keys and portal people aside)", () => {
     const owned = partnerOwned().map((m) => m.className);
     expect(owned.length).toBeGreaterThanOrEqual(8);
     const unfiltered = partnerOwned()
       .filter((m) => !m.filters?.[TENANT]?.default)
       .map((m) => m.className);
-    expect(unfiltered).toEqual(["ApiKey"]);
+    expect(unfiltered.sort()).toEqual(
+      ["ApiKey", "PortalAuditEvent", "PortalInvite", "PortalMember", "PortalSession"].sort(),
+    );
   });
 
   it("refuses a query on a partner-owned entity that bypasses it, instead of reading every tenant's rows", async () => {

@@ -43,11 +43,16 @@ describe("configuration", () => {
   });
 
   it("keeps finished data 30 days (sandbox loans 90), and refuses a retention inside the 14-day webhook window", () => {
-    expect(loadConfig({}).retention).toEqual({ days: 30, sandboxDays: 90, batchSize: 500 });
+    expect(loadConfig({}).retention).toEqual({ days: 30, sandboxDays: 90, batchSize: 500, auditDays: 365 });
     expect(
-      loadConfig({ RETENTION_DAYS: "15", SANDBOX_RETENTION_DAYS: "365", RETENTION_BATCH_SIZE: "1000" })
-        .retention,
-    ).toEqual({ days: 15, sandboxDays: 365, batchSize: 1000 });
+      loadConfig({
+        RETENTION_DAYS: "15",
+        SANDBOX_RETENTION_DAYS: "365",
+        RETENTION_BATCH_SIZE: "1000",
+        PORTAL_AUDIT_RETENTION_DAYS: "90",
+      }).retention,
+    ).toEqual({ days: 15, sandboxDays: 365, batchSize: 1000, auditDays: 90 });
+    expect(() => loadConfig({ PORTAL_AUDIT_RETENTION_DAYS: "7" })).toThrow(/PORTAL_AUDIT_RETENTION_DAYS/);
     for (const days of ["14", "0", "-30"]) {
       expect(() => loadConfig({ RETENTION_DAYS: days })).toThrow(
         /RETENTION_DAYS must be at least 15 days.*retried and replayed for 14 days/,
