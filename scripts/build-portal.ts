@@ -57,6 +57,7 @@ const html = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Partner portal</title>
+<link rel="icon" href="data:,">
 ${css ? `<link rel="stylesheet" href="/portal/assets/${css.file}">\n` : ""}<script type="module" src="/portal/assets/${js.file}"></script>
 </head>
 <body>

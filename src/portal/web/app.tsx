@@ -1,13 +1,20 @@
-import { TransportProvider } from "@connectrpc/connect-query";
-import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { TransportProvider, useMutation, useQuery } from "@connectrpc/connect-query";
+import { QueryCache, QueryClient, QueryClientProvider, useQueryClient } from "@tanstack/react-query";
 import type { ComponentChildren } from "preact";
 import { useMemo, useState } from "preact/hooks";
+import { PortalAuthService } from "../../../gen/portal/v1/auth_pb.ts";
+import type { Member } from "../../../gen/portal/v1/members_pb.ts";
 import { type Environment, portalTransport, storedEnvironment, storeEnvironment } from "./api.ts";
 import { DeliveriesPage } from "./pages/deliveries.tsx";
 import { EventLookupPage } from "./pages/event-lookup.tsx";
+import { InvitePage } from "./pages/invite.tsx";
+import { SignInPage } from "./pages/sign-in.tsx";
 import { SigningKeysPage } from "./pages/signing-keys.tsx";
+import { TeamPage } from "./pages/team.tsx";
 import { WebhooksPage } from "./pages/webhooks.tsx";
 import { BASE, onLinkClick, usePath } from "./router.ts";
+import { ErrorBox, Loading } from "./ui.tsx";
 
 const NAV: { path: string; label: string }[] = [
   { path: "/webhooks", label: "Webhooks" },
@@ -20,30 +27,80 @@ export function App() {
   const [env, setEnv] = useState<Environment>(storedEnvironment());
   const transport = useMemo(() => portalTransport(env), [env]);
   // One cache per environment: switching never shows one environment's answers under the other's banner.
-  const queries = useMemo(
-    () => new QueryClient({ defaultOptions: { queries: { retry: 1, refetchOnWindowFocus: false } } }),
-    [env],
-  );
+  const queries = useMemo(() => {
+    const client: QueryClient = new QueryClient({
+      defaultOptions: { queries: { retry: false, refetchOnWindowFocus: false } },
+      // A session that ended (idle, signed out elsewhere, removed) sends the person back to sign in.
+      queryCache: new QueryCache({
+        onError: (err, query) => {
+          const key = query.queryKey[1] as { serviceName?: string } | undefined;
+          if (key?.serviceName === PortalAuthService.typeName) return;
+          if (ConnectError.from(err).code === Code.Unauthenticated)
+            void client.invalidateQueries({
+              queryKey: ["connect-query", { serviceName: PortalAuthService.typeName }],
+            });
+        },
+      }),
+    });
+    return client;
+  }, [env]);
   const path = usePath();
   return (
     <TransportProvider transport={transport}>
       <QueryClientProvider client={queries}>
-        <Shell
-          env={env}
-          path={path}
-          onEnv={(e) => {
-            storeEnvironment(e);
-            setEnv(e);
-          }}
-        >
-          <Route path={path} />
-        </Shell>
+        {path === "/invite" ? (
+          <Bare>
+            <InvitePage />
+          </Bare>
+        ) : (
+          <Signed>
+            {(me) => (
+              <Shell
+                env={env}
+                path={path}
+                me={me}
+                onEnv={(e) => {
+                  storeEnvironment(e);
+                  setEnv(e);
+                }}
+              >
+                <Route path={path} me={me} />
+              </Shell>
+            )}
+          </Signed>
+        )}
       </QueryClientProvider>
     </TransportProvider>
   );
 }
 
-function Route({ path }: { path: string }) {
+/** A page shown before there is a session: the same frame, without navigation. */
+function Bare({ children }: { children: ComponentChildren }) {
+  return (
+    <div class="shell">
+      <header>
+        <span class="brand">Partner portal</span>
+      </header>
+      <main id="main">{children}</main>
+    </div>
+  );
+}
+
+/** Who is signed in: the page for them, or the sign-in form. */
+function Signed({ children }: { children: (me: Member) => ComponentChildren }) {
+  const who = useQuery(PortalAuthService.method.whoAmI, {});
+  if (who.isPending) return <Loading />;
+  if (who.error && ConnectError.from(who.error).code === Code.Unauthenticated)
+    return (
+      <Bare>
+        <SignInPage />
+      </Bare>
+    );
+  if (who.error || !who.data.member) return <ErrorBox error={who.error} />;
+  return <>{children(who.data.member)}</>;
+}
+
+function Route({ path, me }: { path: string; me: Member }) {
   const webhook = /^\/webhooks\/(whk_[0-9A-Z]{26})$/.exec(path);
   if (webhook?.[1]) return <DeliveriesPage webhookId={webhook[1]} />;
   switch (path) {
@@ -54,6 +111,8 @@ function Route({ path }: { path: string }) {
       return <EventLookupPage />;
     case "/signing-keys":
       return <SigningKeysPage />;
+    case "/team":
+      return me.role === "admin" ? <TeamPage me={me} /> : <p>Only admins manage the team.</p>;
     default:
       return (
         <section>
@@ -69,10 +128,12 @@ function Route({ path }: { path: string }) {
 function Shell(props: {
   env: Environment;
   path: string;
+  me: Member;
   onEnv: (e: Environment) => void;
   children: ComponentChildren;
 }) {
-  const { env, path, onEnv, children } = props;
+  const { env, path, me, onEnv, children } = props;
+  const nav = me.role === "admin" ? [...NAV, { path: "/team", label: "Team" }] : NAV;
   return (
     <div class={`shell env-${env}`}>
       <a class="skip" href="#main">
@@ -80,6 +141,7 @@ function Shell(props: {
       </a>
       <header>
         <span class="brand">Partner portal</span>
+        <Account me={me} />
         <fieldset class="env-switch">
           <legend>Environment</legend>
           {(["sandbox", "production"] as const).map((e) => (
@@ -89,15 +151,15 @@ function Shell(props: {
             </label>
           ))}
         </fieldset>
+        {env === "sandbox" ? (
+          <p class="sandbox-banner" role="note">
+            Sandbox: test data only. Nothing here moves money or reaches a real person.
+          </p>
+        ) : null}
       </header>
-      {env === "sandbox" ? (
-        <p class="sandbox-banner" role="note">
-          Sandbox: test data only. Nothing here moves money or reaches a real person.
-        </p>
-      ) : null}
       <nav aria-label="Portal">
         <ul>
-          {NAV.map((n) => (
+          {nav.map((n) => (
             <li key={n.path}>
               <a
                 href={`${BASE}${n.path}`}
@@ -113,6 +175,26 @@ function Shell(props: {
       <main id="main" tabIndex={-1}>
         {children}
       </main>
+    </div>
+  );
+}
+
+function Account({ me }: { me: Member }) {
+  const client = useQueryClient();
+  const done = { onSuccess: () => void client.invalidateQueries() };
+  const signOut = useMutation(PortalAuthService.method.signOut, done);
+  const everywhere = useMutation(PortalAuthService.method.signOutEverywhere, done);
+  return (
+    <div class="account">
+      <span>
+        {me.email} <span class="muted">({me.role})</span>
+      </span>
+      <button type="button" class="secondary" onClick={() => signOut.mutate({})}>
+        Sign out
+      </button>
+      <button type="button" class="secondary" onClick={() => everywhere.mutate({})}>
+        Sign out everywhere
+      </button>
     </div>
   );
 }

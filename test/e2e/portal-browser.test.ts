@@ -1,0 +1,184 @@
+import { existsSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { type Browser, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { systemClock } from "../../src/platform/clock.ts";
+import { createPartner, type PartnerFixture } from "../factories/partners.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { portalAdmin, totpCode } from "../support/portal.ts";
+import { startReceiver, type TestReceiver } from "../support/receiver.ts";
+
+// A person in the portal, in Chromium, as the operator's invitation starts it: set a password, enrol an
+// authenticator app, keep the recovery codes, subscribe a webhook, send it a test and see it delivered; sign
+// out, and sign in again with the keyboard alone. Every page passes axe and fits a 375 px screen.
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const haveBrowser = existsSync(CHROMIUM);
+if (!haveBrowser)
+  process.stderr.write(
+    `\nportal browser tests SKIPPED: no Chromium at ${CHROMIUM} (apt-get install chromium)\n\n`,
+  );
+const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+
+let t: TestApp;
+let partner: PartnerFixture;
+let receiver: TestReceiver;
+let browser: Browser;
+beforeAll(async () => {
+  if (!haveBrowser) return;
+  t = await startTestApp();
+  partner = await createPartner(t, "Kobo Credit & Sons");
+  receiver = await startReceiver();
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu"] });
+});
+afterAll(async () => {
+  await browser?.close();
+  await receiver?.close();
+  await t?.stop();
+});
+
+/** axe's violations on the page as it is now (the page's CSP allows no inline script: axe is added by CDP). */
+async function violations(page: Page): Promise<string[]> {
+  await page.evaluate(axeSource);
+  return page.evaluate(async () => {
+    const result = await (
+      globalThis as unknown as { axe: { run(): Promise<{ violations: { id: string; help: string }[] }> } }
+    ).axe.run();
+    return result.violations.map((v) => `${v.id}: ${v.help}`);
+  });
+}
+
+/** What a person checks on every page: no accessibility violations, nothing wider than the screen. */
+async function checkPage(page: Page, width: number) {
+  expect(await violations(page)).toEqual([]);
+  expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
+}
+
+/** The next TOTP code that has not been used yet: codes are single use, so wait for a fresh 30 s step. */
+async function freshCode(secret: string, used: Set<string>): Promise<string> {
+  for (;;) {
+    const code = totpCode(secret, systemClock);
+    if (!used.has(code)) {
+      used.add(code);
+      return code;
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
+  it("takes an invited person from the invitation to a delivered test event, and back in by keyboard", async () => {
+    const email = `ada-${Date.now()}@example.com`;
+    const password = "a long and private passphrase";
+    const { inviteUrl } = await portalAdmin(t).inviteMember({
+      partnerId: partner.partnerId,
+      email,
+      role: "admin",
+    });
+    const url = new URL(inviteUrl);
+    const context = await browser.newContext({ viewport: { width: 375, height: 800 } });
+    const page = await context.newPage();
+    const problems: string[] = [];
+    page.on("pageerror", (e) => problems.push(e.message));
+    page.on("console", (m) => {
+      if (m.type() === "error" && /Content Security Policy/.test(m.text())) problems.push(m.text());
+    });
+
+    // The invitation, as the link opens it.
+    await page.goto(`${t.partnerUrl}${url.pathname}${url.hash}`);
+    await page.getByRole("heading", { name: "Join Kobo Credit & Sons on the partner portal" }).waitFor();
+    expect(await page.locator("main").textContent()).toContain(email);
+    await checkPage(page, 375);
+    await page.getByLabel("Password (12 to 128 characters)").fill(password);
+    await page.getByLabel("The same password again").fill(password);
+    await page.getByRole("button", { name: "Continue" }).click();
+
+    // The authenticator app's key: shown as a QR code and as text.
+    await page.getByRole("heading", { name: "2. Add the portal to your authenticator app" }).waitFor();
+    expect(await page.getByRole("img", { name: "QR code of the authenticator key" }).isVisible()).toBe(true);
+    const secret = ((await page.locator("code.secret").textContent()) ?? "").trim();
+    expect(secret).toMatch(/^[A-Z2-7]{16,}$/);
+    await checkPage(page, 375);
+    const used = new Set<string>();
+    await page.getByLabel("The 6-digit code the app shows now").fill(await freshCode(secret, used));
+    await page.getByRole("button", { name: "Finish" }).click();
+
+    // Recovery codes, shown once; then the portal itself.
+    await page.getByRole("heading", { name: "You are signed in" }).waitFor();
+    const recovery = ((await page.locator(".shown-once pre").textContent()) ?? "")
+      .split("\n")
+      .filter(Boolean);
+    expect(recovery).toHaveLength(10);
+    await checkPage(page, 375);
+    await page.getByRole("button", { name: "Continue to the portal" }).click();
+    await page.getByRole("heading", { level: 1, name: "Webhooks" }).waitFor();
+    expect(new URL(page.url()).hash).toBe("");
+    expect(await page.getByRole("note").textContent()).toContain("Sandbox");
+    await checkPage(page, 375);
+
+    // A subscription to a local receiver; its secret shown once.
+    await page.getByLabel("Endpoint URL").fill(receiver.url);
+    await page.getByRole("button", { name: "Create subscription" }).click();
+    await page.getByText("It is shown only now").waitFor();
+    expect(await page.locator(".shown-once code.secret").textContent()).toMatch(/^whsec_/);
+    await page.getByRole("button", { name: "Send test" }).click();
+    await page.getByText("Test event queued").waitFor();
+    const [delivery] = await receiver.waitFor(1);
+    expect(JSON.parse(delivery?.body ?? "{}").test).toBe(true);
+
+    // The subscription's deliveries: the test, delivered, with its answer.
+    await page.getByRole("link", { name: receiver.url }).click();
+    await page.getByRole("heading", { name: `Deliveries to ${receiver.url}` }).waitFor();
+    for (let i = 0; i < 50 && !(await page.getByRole("cell", { name: "DELIVERED" }).count()); i++) {
+      await page.reload();
+      await page.getByRole("heading", { name: `Deliveries to ${receiver.url}` }).waitFor();
+    }
+    expect(await page.getByRole("cell", { name: "DELIVERED" }).count()).toBe(1);
+    expect(await page.getByRole("cell", { name: /HTTP 200/ }).count()).toBe(1);
+    await checkPage(page, 375);
+
+    // Every portal write went through the same partner API, in the caller's own name: the operator's audit
+    // shows the create and the test send.
+    const audit = await portalAdmin(t).listAuditEvents({ partnerId: partner.partnerId, limit: 100 });
+    const calls = audit.events.filter((e) => e.action === "api_call").map((e) => e.detail);
+    expect(calls).toContain("partner.v1.WebhookService/CreateWebhook");
+    expect(calls).toContain("partner.v1.WebhookService/SendTestEvent");
+
+    // Sign out, then back in with the keyboard alone (a recovery code as the second factor).
+    await page.getByRole("button", { name: "Sign out", exact: true }).click();
+    await page.getByRole("heading", { name: "Sign in to the partner portal" }).waitFor();
+    await checkPage(page, 375);
+    // Tab to the email field (the first field), then Tab and typing only.
+    for (
+      let i = 0;
+      i < 5 && (await page.evaluate(() => document.activeElement?.getAttribute("name"))) !== "email";
+      i++
+    )
+      await page.keyboard.press("Tab");
+    await page.keyboard.type(email);
+    await page.keyboard.press("Tab");
+    await page.keyboard.type(password);
+    await page.keyboard.press("Tab");
+    await page.keyboard.type(recovery[0] as string);
+    await page.keyboard.press("Enter");
+    // Back on the page the person was on when they signed out.
+    await page.getByRole("heading", { name: `Deliveries to ${receiver.url}` }).waitFor();
+    expect(await page.getByRole("alert").count()).toBe(0);
+    expect(problems).toEqual([]);
+    await context.close();
+  }, 120_000);
+
+  it("fits a wide screen too, and a wrong code is said plainly", async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    await page.goto(`${t.partnerUrl}/portal/`);
+    await page.getByRole("heading", { name: "Sign in to the partner portal" }).waitFor();
+    await checkPage(page, 1280);
+    await page.getByLabel("Email").fill("nobody@example.com");
+    await page.getByLabel("Password").fill("not the password at all");
+    await page.getByLabel("Code from your authenticator app, or a recovery code").fill("000000");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("alert").waitFor();
+    expect(await page.getByRole("alert").textContent()).toMatch(/\S/);
+    await context.close();
+  });
+});
