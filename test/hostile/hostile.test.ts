@@ -559,3 +559,38 @@ describe("an HTTP/2 request body trickled a byte at a time", () => {
     }
   });
 });
+
+describe("a Host header that is not a host", () => {
+  /** One raw HTTP/1.1 request (fetch would refuse to send such a Host), answered or not. */
+  const raw = (base: string, path: string, host: string) =>
+    new Promise<string>((resolve, reject) => {
+      const { hostname, port } = new URL(base);
+      const socket = net.connect(Number(port), hostname, () => {
+        socket.end(
+          `POST ${path} HTTP/1.1\r\nHost: ${host}\r\ncontent-type: application/json\r\nconnect-protocol-version: 1\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}`,
+        );
+      });
+      let text = "";
+      socket.on("data", (d) => {
+        text += String(d);
+      });
+      socket.on("end", () => resolve(text));
+      socket.on("error", reject);
+    });
+
+  it("is answered 400 on every Connect path of both listeners, and the service keeps serving", async () => {
+    const cases: [string, string][] = [
+      [t.partnerUrl, "/partner.v1.KeysService/ListKeys"],
+      [t.partnerUrl, "/portal.v1.PortalAuthService/WhoAmI"],
+      [t.partnerUrl, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"],
+      [t.internalUrl, "/internal.v1.PartnerService/ListPartners"],
+    ];
+    for (const [base, path] of cases)
+      for (const host of ["a b", "", "[", "x:y:z", "127.0.0.1:1, https://evil.example"]) {
+        const answer = await raw(base, path, host);
+        expect(answer, `${path} with Host: ${host}`).toMatch(/^HTTP\/1\.1 400 /);
+      }
+    expect((await fetch(`${t.partnerUrl}/healthz`)).status).toBe(200);
+    expect((await fetch(`${t.internalUrl}/healthz`)).status).toBe(200);
+  });
+});

@@ -40,6 +40,22 @@ const PROCEDURE_PATH = /^\/[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+\/[A
  * An RPC this server does not have, as each protocol says it: gRPC and gRPC-Web answer status 12
  * `UNIMPLEMENTED` in a trailers-only response (HTTP 200); Connect answers 404 with the `unimplemented` code.
  */
+/** A request the adapter cannot even read (a Host header that is not a host): 400 with the contract's body. */
+function badRequest(req: NodeRequest, nodeRes: NodeResponse, requestId: string): void {
+  req.resume();
+  const res = nodeRes as ServerResponse;
+  const body = JSON.stringify({
+    code: "invalid_request",
+    message: "The Host header is not a valid host.",
+    requestId,
+  });
+  res.writeHead(400, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(body),
+  });
+  res.end(body);
+}
+
 function unimplemented(req: NodeRequest, nodeRes: NodeResponse, path: string): void {
   req.resume();
   const res = nodeRes as ServerResponse; // the same calls on HTTP/1.1 and HTTP/2
@@ -88,12 +104,20 @@ export function connectAdapter(options: ConnectAdapterOptions) {
       options.fallback(req, res);
       return;
     }
-    const uReq = universalRequestFromNodeRequest(
-      req as never,
-      res as never,
-      undefined,
-      options.contextValues(req),
-    );
+    let uReq: ReturnType<typeof universalRequestFromNodeRequest>;
+    try {
+      uReq = universalRequestFromNodeRequest(
+        req as never,
+        res as never,
+        undefined,
+        options.contextValues(req),
+      );
+    } catch {
+      // connect-node builds a URL from the Host header and throws (outside any promise) when it does not parse:
+      // one such request would otherwise stop the process.
+      badRequest(req, res, options.requestIdOf(req));
+      return;
+    }
     if (/^application\/json\b/i.test(String(req.headers["content-type"] ?? ""))) {
       uReq.body = emptyAsObject(uReq.body as AsyncIterable<Uint8Array>);
       // connect-es holds a body to its Content-Length: an announced empty one no longer is.
