@@ -60,8 +60,9 @@ export function createPortalGate(o: PortalGateOptions) {
 
     /**
      * Admits a partner API call made with a portal session: same origin, a live session, the environment
-     * the person selected, and the role's gate (a viewer reads only). The caller's `keyId` is the member's id,
-     * so the member has rate-limit buckets of its own, never shared with the partner's API keys.
+     * the person selected, and the role's gate (a viewer reads only). The caller's `keyId` is the member's id and
+     * the environment, so the member has rate-limit buckets of its own in each environment, never shared with
+     * the partner's API keys.
      */
     async admit(call: GateCall, em: Em, token: string): Promise<Caller> {
       requireSameOrigin(call.requestHeader, o.publicUrl());
@@ -85,7 +86,9 @@ export function createPortalGate(o: PortalGateOptions) {
           userAgent: call.requestHeader.get("user-agent") ?? "",
         },
       });
-      return { keyId: session.memberId, partnerId: session.partnerId, environment };
+      // One bucket (and one cache entry of limits) per member and environment: a member's sandbox use never
+      // draws on, or sizes, its production bucket.
+      return { keyId: `${session.memberId}.${environment}`, partnerId: session.partnerId, environment };
     },
 
     /**

@@ -225,3 +225,41 @@ describe("secrets", () => {
     }
   });
 });
+
+describe("a portal session's rate limits", () => {
+  it("are the member's own in each environment, sized and shown by that environment's limits", async () => {
+    const c = await createPartner(t);
+    const dev = await member(t, clock, c.partnerId, "developer");
+    await t.internal.partners.setPartnerLimits({
+      partnerId: c.partnerId,
+      environment: "production",
+      limits: { read: { capacity: 3, refillPerSecond: 0.01 } },
+    });
+    await t.internal.partners.setPartnerLimits({
+      partnerId: c.partnerId,
+      environment: "sandbox",
+      limits: { read: { capacity: 1000, refillPerSecond: 100 } },
+    });
+    const call = (environment: string) =>
+      raw("/partner.v1.KeysService/ListKeys", {
+        cookie: dev.browser.cookie ?? "",
+        origin: t.partnerUrl,
+        "connect-protocol-version": "1",
+        "x-portal-environment": environment,
+      });
+    // The sandbox first: its large bucket must not become production's.
+    const sandbox = await call("sandbox");
+    expect(sandbox.status).toBe(200);
+    expect(sandbox.headers.get("ratelimit-policy")).toBe('"read";q=1000;w=10');
+    const production = await Promise.all(Array.from({ length: 12 }, () => call("production")));
+    expect(production.filter((r) => r.status === 200)).toHaveLength(3);
+    expect(production.filter((r) => r.status === 429)).toHaveLength(9);
+    expect(new Set(production.map((r) => r.headers.get("ratelimit-policy")))).toEqual(
+      new Set(['"read";q=3;w=300']),
+    );
+    // And production's empty bucket is not the sandbox's.
+    const again = await call("sandbox");
+    expect(again.status).toBe(200);
+    expect(again.headers.get("ratelimit-policy")).toBe('"read";q=1000;w=10');
+  });
+});
