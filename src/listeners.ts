@@ -82,6 +82,8 @@ function withRequestId(
   listener: string,
   metrics: Metrics,
   guard?: AddressGuard,
+  /** True for a request whose API key this instance already knows as a partner's (no query to tell). */
+  knownKey?: (authorization: string | undefined) => boolean,
 ): Handler {
   const logRequests = logger.level === "debug";
   // One shared listener, not a closure per request: this runs on every request.
@@ -131,7 +133,11 @@ function withRequestId(
         : FIXED_PATHS.has(path)
           ? undefined
           : guard.mayAuthenticate(address);
-      if (decision && !decision.allowed) {
+      // An address over its budget of failures (guessed keys, a shared proxy) still lets through a request
+      // whose key is one this instance already knows: another client's guesses never lock a partner out.
+      if (decision && !decision.allowed && !page && knownKey?.(req.headers.authorization)) {
+        // admitted: the full authentication still runs
+      } else if (decision && !decision.allowed) {
         return writeRestError(
           res,
           new ApiError(
@@ -423,6 +429,7 @@ export async function startListeners(o: ListenerOptions) {
           "partner",
           services.metrics,
           services.addressGuard,
+          (authorization) => services.apiKeys.knows(authorization),
         ),
       });
 

@@ -165,6 +165,17 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
     },
 
     /**
+     * True when an `Authorization: Bearer` header carries a key this instance has found valid before (it is in
+     * the cache, however old: revocations leave it through the change feed). No query, so it can decide before
+     * anything is spent whether a request from an address that keeps failing to authenticate is a partner's.
+     */
+    knows(authorization: string | undefined): boolean {
+      const m = authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
+      if (!m?.[1] || !KEY_SHAPE.test(m[1])) return false;
+      return byHash.has(sha256Hex(m[1]));
+    },
+
+    /**
      * Resolves the bearer secret of a request to its caller, or throws the contract's 401 code:
      * `unauthenticated` (missing or malformed), `invalid_api_key` (unknown), `api_key_revoked`,
      * `api_key_expired` (rolled, past its overlap).

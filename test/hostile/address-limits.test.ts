@@ -37,6 +37,22 @@ describe("limits per client address", () => {
     });
   });
 
+  it("never lock out a key this instance knows, however many guesses share its address", async () => {
+    const q = await createPartner(t);
+    expect((await get("/partner/v1/keys", q.sandboxKey)).status).toBe(200);
+    const guesses = await Promise.all(
+      Array.from({ length: ADDRESS_LIMITS.failures.capacity + 50 }, async (_, i) => {
+        const res = await get("/partner/v1/keys", `sk_live_${String(i).padStart(31, "0")}x`);
+        await res.arrayBuffer();
+        return res.status;
+      }),
+    );
+    expect(guesses.filter((s) => s === 429).length).toBeGreaterThan(0);
+    // The known key goes on working; another guess from the address is still refused without a query.
+    for (let i = 0; i < 5; i++) expect((await get("/partner/v1/keys", q.sandboxKey)).status).toBe(200);
+    expect((await get("/partner/v1/keys", `sk_live_${"y".repeat(32)}`)).status).toBe(429);
+  });
+
   it("limit requests to the hosted pages, which need no key", async () => {
     const burst = ADDRESS_LIMITS.pages.capacity;
     const statuses = await Promise.all(
