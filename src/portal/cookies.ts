@@ -48,7 +48,8 @@ export function requireSameOrigin(header: Headers, publicUrl: string): void {
   if (origin && origin !== "null") {
     try {
       const own = new URL(publicUrl).origin;
-      ok = origin === own || (host !== null && new URL(origin).host === host);
+      // Exactly an origin as a browser writes it: scheme and host in lower case, no path, no trailing slash.
+      ok = origin === own || (host !== null && (origin === `http://${host}` || origin === `https://${host}`));
     } catch {
       ok = false;
     }

@@ -73,6 +73,11 @@ describe("a portal session", () => {
       { ...base, origin: "https://evil.example" },
       { ...base, origin: "null" },
       { cookie, "x-portal-environment": "sandbox", origin: t.partnerUrl },
+      // Not quite the origin: a path, a trailing slash, upper case, a padded port.
+      { ...base, origin: `${t.partnerUrl}/x` },
+      { ...base, origin: `${t.partnerUrl}/` },
+      { ...base, origin: t.partnerUrl.toUpperCase() },
+      { ...base, origin: t.partnerUrl.replace(/:(\d+)$/, ":0$1") },
     ];
     for (const headers of forged) {
       const res = await raw("/partner.v1.KeysService/ListKeys", headers);
