@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/platform/clock.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { portalAdmin, totpCode } from "../support/portal.ts";
+import { member, portalAdmin, totpCode } from "../support/portal.ts";
 import { startReceiver, type TestReceiver } from "../support/receiver.ts";
 
 // A person in the portal, in Chromium, as the operator's invitation starts it: set a password, enrol an
@@ -179,6 +179,50 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.getByRole("alert").waitFor();
     expect(await page.getByRole("alert").textContent()).toMatch(/\S/);
+    await context.close();
+  });
+
+  it("creates a consent link with its QR code, accepts it as the sandbox user, and finds the consent", async () => {
+    const dev = await member(t, systemClock, partner.partnerId, "developer");
+    const context = await browser.newContext({ viewport: { width: 375, height: 800 } });
+    await context.addCookies([
+      { name: "portal_session", value: (dev.browser.cookie ?? "").split("=")[1] ?? "", url: t.partnerUrl },
+    ]);
+    const page = await context.newPage();
+    await page.goto(`${t.partnerUrl}/portal/consents`);
+    await page.getByRole("heading", { level: 1, name: "Consents" }).waitFor();
+    await page.getByLabel("The person's phone number (E.164)").fill("+2348000000001");
+    await page.getByLabel("Repayment history").check();
+    await page.getByRole("button", { name: "Create the link" }).click();
+    await page.getByRole("img", { name: "QR code of the consent link" }).waitFor();
+    const linkText = (await page.locator(".shown-once").textContent()) ?? "";
+    const linkId = /cnl_[0-9A-Z]{26}/.exec(linkText)?.[0] as string;
+    expect(linkId).toBeDefined();
+    expect(await page.locator(".shown-once code.secret").textContent()).toMatch(/\/consent\//);
+    await checkPage(page, 375);
+
+    // The person's answer, through the sandbox tools.
+    await page.getByRole("link", { name: "Sandbox tools" }).click();
+    await page.getByRole("heading", { level: 1, name: "Sandbox tools" }).waitFor();
+    await checkPage(page, 375);
+    await page.getByLabel("Consent link id").fill(linkId);
+    await page.getByRole("button", { name: "Accept", exact: true }).first().click();
+    await page.getByText("Done.").first().waitFor();
+
+    // The consent it wrote, found and revoked in the portal.
+    const link = await fetch(`${t.partnerUrl}/partner/v1/consent-links/${linkId}`, {
+      headers: { authorization: `Bearer ${partner.sandboxKey}` },
+    });
+    const consentId = ((await link.json()) as { consentId: string }).consentId;
+    expect(consentId).toMatch(/^cns_/);
+    await page.getByRole("link", { name: "Consents" }).click();
+    await page.getByLabel("Consent id").fill(consentId);
+    await page.getByRole("button", { name: "Look up" }).click();
+    await page.getByText("ACTIVE").waitFor();
+    await checkPage(page, 375);
+    page.once("dialog", (d) => void d.accept());
+    await page.getByRole("button", { name: "Revoke" }).click();
+    await page.getByText("REVOKED").waitFor();
     await context.close();
   });
 });

@@ -6,9 +6,11 @@ import { useMemo, useState } from "preact/hooks";
 import { PortalAuthService } from "../../../gen/portal/v1/auth_pb.ts";
 import type { Member } from "../../../gen/portal/v1/members_pb.ts";
 import { type Environment, portalTransport, storedEnvironment, storeEnvironment } from "./api.ts";
+import { ConsentsPage } from "./pages/consents.tsx";
 import { DeliveriesPage } from "./pages/deliveries.tsx";
 import { EventLookupPage } from "./pages/event-lookup.tsx";
 import { InvitePage } from "./pages/invite.tsx";
+import { SandboxPage } from "./pages/sandbox.tsx";
 import { SignInPage } from "./pages/sign-in.tsx";
 import { SigningKeysPage } from "./pages/signing-keys.tsx";
 import { TeamPage } from "./pages/team.tsx";
@@ -18,6 +20,7 @@ import { ErrorBox, Loading } from "./ui.tsx";
 
 const NAV: { path: string; label: string }[] = [
   { path: "/webhooks", label: "Webhooks" },
+  { path: "/consents", label: "Consents" },
   { path: "/events", label: "Event lookup" },
   { path: "/signing-keys", label: "Signing keys" },
 ];
@@ -64,7 +67,7 @@ export function App() {
                   setEnv(e);
                 }}
               >
-                <Route path={path} me={me} />
+                <Route path={path} me={me} env={env} />
               </Shell>
             )}
           </Signed>
@@ -100,7 +103,7 @@ function Signed({ children }: { children: (me: Member) => ComponentChildren }) {
   return <>{children(who.data.member)}</>;
 }
 
-function Route({ path, me }: { path: string; me: Member }) {
+function Route({ path, me, env }: { path: string; me: Member; env: Environment }) {
   const webhook = /^\/webhooks\/(whk_[0-9A-Z]{26})$/.exec(path);
   if (webhook?.[1]) return <DeliveriesPage webhookId={webhook[1]} />;
   switch (path) {
@@ -109,6 +112,14 @@ function Route({ path, me }: { path: string; me: Member }) {
       return <WebhooksPage />;
     case "/events":
       return <EventLookupPage />;
+    case "/consents":
+      return <ConsentsPage />;
+    case "/sandbox":
+      return env === "sandbox" ? (
+        <SandboxPage />
+      ) : (
+        <p>The sandbox tools work in the sandbox only: switch above.</p>
+      );
     case "/signing-keys":
       return <SigningKeysPage />;
     case "/team":
@@ -133,7 +144,11 @@ function Shell(props: {
   children: ComponentChildren;
 }) {
   const { env, path, me, onEnv, children } = props;
-  const nav = me.role === "admin" ? [...NAV, { path: "/team", label: "Team" }] : NAV;
+  const nav = [
+    ...NAV,
+    ...(env === "sandbox" ? [{ path: "/sandbox", label: "Sandbox tools" }] : []),
+    ...(me.role === "admin" ? [{ path: "/team", label: "Team" }] : []),
+  ];
   return (
     <div class={`shell env-${env}`}>
       <a class="skip" href="#main">

@@ -1,0 +1,187 @@
+import { useMutation, useQuery } from "@connectrpc/connect-query";
+import { skipToken, useQueryClient } from "@tanstack/react-query";
+import { useState } from "preact/hooks";
+import {
+  type Consent,
+  Consent_RevokedBySchema,
+  Consent_SourceSchema,
+  Consent_StatusSchema,
+  ConsentLink_StatusSchema,
+  ConsentService,
+} from "../../../../gen/partner/v1/consents_pb.ts";
+import { Qr } from "../qr.tsx";
+import { CopyButton, ErrorBox, enumName, Loading, Page, Time } from "../ui.tsx";
+
+/** The contract's scopes, in the words the person reads on the consent page. */
+const SCOPES: { scope: string; label: string }[] = [
+  { scope: "standing", label: "Standing tier and score" },
+  { scope: "signals.standing", label: "Standing signals" },
+  { scope: "signals.work", label: "Job and work signals" },
+  { scope: "signals.cashflow", label: "Cashflow signals" },
+  { scope: "ledger", label: "Ledger window (totals and counts)" },
+  { scope: "kyc", label: "Identity verification" },
+  { scope: "repayment_history", label: "Repayment history" },
+];
+
+/** Consent links (create, copy, QR code) and consents (look up, revoke). */
+export function ConsentsPage() {
+  return (
+    <Page title="Consents">
+      <CreateLink />
+      <LookUpConsent />
+    </Page>
+  );
+}
+
+function CreateLink() {
+  const create = useMutation(ConsentService.method.createConsentLink);
+  const [scopes, setScopes] = useState<string[]>(["standing"]);
+  const link = create.data?.consentLink;
+  return (
+    <form
+      class="panel"
+      onSubmit={(e) => {
+        e.preventDefault();
+        const f = new FormData(e.currentTarget);
+        const max = Number(f.get("max") || 0);
+        create.mutate({
+          phoneNumber: String(f.get("phone") ?? "").replace(/\s+/g, ""),
+          scopes,
+          ledgerWindowDays: Number(f.get("window")),
+          maxLedgerWindowDays: max,
+          expiresInHours: Number(f.get("hours")),
+        });
+      }}
+    >
+      <h2>New consent link</h2>
+      <label>
+        The person's phone number (E.164)
+        <input name="phone" type="tel" required pattern="\+[1-9][0-9]{7,14}" placeholder="+2348000000001" />
+      </label>
+      <fieldset>
+        <legend>What the person is asked to share</legend>
+        {SCOPES.map((s) => (
+          <label class="check" key={s.scope}>
+            <input
+              type="checkbox"
+              checked={scopes.includes(s.scope)}
+              onChange={(e) =>
+                setScopes(
+                  e.currentTarget.checked ? [...scopes, s.scope] : scopes.filter((x) => x !== s.scope),
+                )
+              }
+            />
+            {s.label}
+          </label>
+        ))}
+      </fieldset>
+      <label>
+        Default ledger window (days, 1 to 365)
+        <input name="window" type="number" required min={1} max={365} defaultValue="90" />
+      </label>
+      <label>
+        Longest window a read may ask for (days, up to 365; empty: the default window)
+        <input name="max" type="number" min={1} max={365} />
+      </label>
+      <label>
+        The link works for (hours, 1 to 168)
+        <input name="hours" type="number" required min={1} max={168} defaultValue="24" />
+      </label>
+      <ErrorBox error={create.error} />
+      <button type="submit" disabled={create.isPending || scopes.length === 0}>
+        Create the link
+      </button>
+      {link ? (
+        <div class="shown-once" role="status">
+          <p>
+            Link <code>{link.id}</code> for the phone ending {link.phoneNumberLast4}, until{" "}
+            <Time at={link.expiresAt} />: {enumName(ConsentLink_StatusSchema, link.status)}.
+          </p>
+          <p>
+            <code class="secret">{link.url}</code> <CopyButton value={link.url} label="Copy the link" />
+          </p>
+          <Qr text={link.url} label="QR code of the consent link" />
+        </div>
+      ) : null}
+    </form>
+  );
+}
+
+function LookUpConsent() {
+  const [id, setId] = useState("");
+  const consent = useQuery(ConsentService.method.getConsent, id ? { id } : skipToken);
+  return (
+    <div class="panel">
+      <h2>Look up a consent</h2>
+      <form
+        class="inline"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setId(String(new FormData(e.currentTarget).get("id") ?? "").trim());
+        }}
+      >
+        <label>
+          Consent id
+          <input name="id" required pattern="cns_[0-9A-Z]{26}" autoComplete="off" />
+        </label>
+        <button type="submit">Look up</button>
+      </form>
+      {id && consent.isPending ? <Loading /> : null}
+      <ErrorBox error={consent.error} />
+      {consent.data?.consent ? <ConsentCard consent={consent.data.consent} /> : null}
+    </div>
+  );
+}
+
+function ConsentCard({ consent: c }: { consent: Consent }) {
+  const client = useQueryClient();
+  const revoke = useMutation(ConsentService.method.revokeConsent, {
+    onSuccess: () => void client.invalidateQueries(),
+  });
+  const active = enumName(Consent_StatusSchema, c.status) === "ACTIVE";
+  return (
+    <dl class="facts">
+      <dt>Status</dt>
+      <dd>
+        {enumName(Consent_StatusSchema, c.status)}
+        {c.revokedAt ? (
+          <>
+            {" "}
+            by {enumName(Consent_RevokedBySchema, c.revokedBy)} on <Time at={c.revokedAt} />
+          </>
+        ) : null}
+      </dd>
+      <dt>User</dt>
+      <dd>
+        <code>{c.userId}</code>
+      </dd>
+      <dt>Scopes</dt>
+      <dd>{c.scopes.join(", ")}</dd>
+      <dt>Ledger window</dt>
+      <dd>
+        {c.ledgerWindowDays} days by default, up to {c.maxLedgerWindowDays}
+      </dd>
+      <dt>Granted</dt>
+      <dd>
+        <Time at={c.grantedAt} /> ({enumName(Consent_SourceSchema, c.source)}), until{" "}
+        <Time at={c.expiresAt} />
+      </dd>
+      {active ? (
+        <dd>
+          <button
+            type="button"
+            class="danger"
+            disabled={revoke.isPending}
+            onClick={() =>
+              confirm("Revoke this consent? Snapshot reads on it stop at once.") &&
+              revoke.mutate({ id: c.id })
+            }
+          >
+            Revoke
+          </button>
+          <ErrorBox error={revoke.error} />
+        </dd>
+      ) : null}
+    </dl>
+  );
+}
