@@ -130,6 +130,11 @@ function errorCodesOf(
     "SandboxService.DeclineConsentLink": ["consent_link_gone"],
     "SandboxService.AcceptDisbursement": ["mandate_gone"],
     "SandboxService.DeclineDisbursement": ["mandate_gone"],
+    // Portal sessions only: an API key (or a viewer's write) is refused.
+    "ApiKeyService.ListApiKeys": ["permission_denied"],
+    "ApiKeyService.IssueApiKey": ["permission_denied", "api_key_exists"],
+    "ApiKeyService.RollApiKey": ["permission_denied"],
+    "ApiKeyService.RevokeApiKey": ["permission_denied"],
   };
   codes.push(...(particular[name] ?? []));
   return [...new Set(codes)].filter((c) => c in errorCodes);

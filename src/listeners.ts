@@ -6,6 +6,7 @@ import { PortalAdminService } from "../gen/internal/v1/portal_admin_pb.ts";
 import { SandboxAdminService } from "../gen/internal/v1/sandbox_admin_pb.ts";
 import { SigningKeyService } from "../gen/internal/v1/signing_keys_pb.ts";
 import { ConsentAdminService, UserService } from "../gen/internal/v1/users_pb.ts";
+import { ApiKeyService as PartnerApiKeyService } from "../gen/partner/v1/api_keys_pb.ts";
 import { ConsentService } from "../gen/partner/v1/consents_pb.ts";
 import { DisbursementService } from "../gen/partner/v1/disbursements_pb.ts";
 import { KeysService } from "../gen/partner/v1/keys_pb.ts";
@@ -13,6 +14,7 @@ import { SandboxService } from "../gen/partner/v1/sandbox_pb.ts";
 import { SnapshotService } from "../gen/partner/v1/snapshots_pb.ts";
 import { WebhookService } from "../gen/partner/v1/webhooks_pb.ts";
 import { createApiKeyHandlers } from "./apikeys/api-key.handlers.ts";
+import { createPartnerApiKeyHandlers } from "./apikeys/partner-api-key.handlers.ts";
 import type { Config } from "./config.ts";
 import {
   createConsentAdminHandlers,
@@ -219,9 +221,14 @@ const withReflection = (list: ServiceBinding[]): ServiceBinding[] => {
 };
 
 /** The partner services, each implemented once and served on every face. */
-export function partnerServices(services: Services): ServiceBinding[] {
+export function partnerServices(services: Services, clock: Clock): ServiceBinding[] {
   return [
     { service: KeysService, impl: createKeysHandlers(services.signingKeys) as never },
+    {
+      // Portal sessions only: an API key is refused (docs/portal.md).
+      service: PartnerApiKeyService,
+      impl: replayable(createPartnerApiKeyHandlers(services.apiKeys, clock)) as never,
+    },
     {
       service: WebhookService,
       impl: replayable(createWebhookHandlers(services.webhooks, services.deliveries)) as never,
@@ -343,7 +350,7 @@ async function serveMetrics(
 /** The partner listener (REST, Connect, gRPC-Web, gRPC, health) and the internal listener. */
 export async function startListeners(o: ListenerOptions) {
   const { config, services, logger } = o;
-  const partnerList = partnerServices(services);
+  const partnerList = partnerServices(services, o.clock);
   const partnerEdge = createPartnerEdge({ ...services, orm: o.orm, portal: services.portal.gate });
   // The portal's own services: same listener, their own edge (never an API key), never CORS.
   const portalConnect = connectHandler(

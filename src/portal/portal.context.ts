@@ -1,6 +1,7 @@
-import { createContextKey } from "@connectrpc/connect";
+import { type ContextValues, createContextKey } from "@connectrpc/connect";
 import type { Environment } from "../platform/tenancy.ts";
 import type { Actor } from "./audit.service.ts";
+import type { Role } from "./roles.ts";
 import type { LiveSession } from "./session.service.ts";
 
 /** The client's address as the listener saw it (the socket's remote address), for the audit log and throttles. */
@@ -18,3 +19,19 @@ export interface PortalCall {
 
 /** Set by the edge on every portal call, and on partner API calls made with a portal session. */
 export const kPortal = createContextKey<PortalCall | undefined>(undefined, { description: "portal call" });
+
+/** The person behind a partner API call made with a portal session. */
+export interface PortalMember {
+  /** `mbr_` id. */
+  id: string;
+  role: Role;
+}
+
+/**
+ * The portal member who made a partner API call, or undefined when an API key made it: for the methods only
+ * people may call (managing API keys), whatever face the call came in on.
+ */
+export function portalMemberOf(values: ContextValues): PortalMember | undefined {
+  const session = values.get(kPortal)?.session;
+  return session && { id: session.memberId, role: session.role };
+}

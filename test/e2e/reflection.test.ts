@@ -44,6 +44,7 @@ describe("server reflection", () => {
       const services = res.out.trim().split("\n");
       expect(services, protocol).toContain("partner.v1.SnapshotService");
       expect(services, protocol).toContain("partner.v1.DisbursementService");
+      expect(services, protocol).toContain("partner.v1.ApiKeyService");
     }
   });
 
