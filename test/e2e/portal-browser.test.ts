@@ -4,7 +4,9 @@ import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/platform/clock.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
+import { createConsentedUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { rest } from "../support/clients.ts";
 import { member, portalAdmin, totpCode } from "../support/portal.ts";
 import { startReceiver, type TestReceiver } from "../support/receiver.ts";
 
@@ -223,6 +225,51 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     page.once("dialog", (d) => void d.accept());
     await page.getByRole("button", { name: "Revoke" }).click();
     await page.getByText("REVOKED").waitFor();
+    await context.close();
+  });
+
+  it("accepts a mandate as the sandbox person and shows the disbursement, its repayments and the books", async () => {
+    const u = await createConsentedUser(t, partner.partnerId);
+    const day = (n: number) => new Date(Date.now() + n * 86_400_000).toISOString().slice(0, 10);
+    const offer = await rest(t.partnerUrl, "POST", "/partner/v1/disbursements", {
+      key: partner.sandboxKey,
+      headers: { "idempotency-key": `portal-${u.userId}` },
+      body: {
+        userId: u.userId,
+        principalKobo: "5000000",
+        destination: "BANK",
+        reference: `portal-${u.userId}`,
+        repaymentSchedule: {
+          installments: [
+            { dueDate: day(30), amountKobo: "2750000" },
+            { dueDate: day(60), amountKobo: "2750000" },
+          ],
+        },
+      },
+    });
+    expect(offer.status).toBe(200);
+    const id = offer.body.id as string;
+    const dev = await member(t, systemClock, partner.partnerId, "developer");
+    const context = await browser.newContext({ viewport: { width: 375, height: 800 } });
+    await context.addCookies([
+      { name: "portal_session", value: (dev.browser.cookie ?? "").split("=")[1] ?? "", url: t.partnerUrl },
+    ]);
+    const page = await context.newPage();
+    await page.goto(`${t.partnerUrl}/portal/sandbox`);
+    await page.getByRole("heading", { level: 1, name: "Sandbox tools" }).waitFor();
+    const mandate = page.locator("form", { hasText: "Answer a repayment mandate as the person" });
+    await mandate.getByLabel("Disbursement id").fill(id);
+    await mandate.getByRole("button", { name: "Accept" }).click();
+    await mandate.getByText("Done.").waitFor();
+
+    await page.getByRole("link", { name: "Disbursements" }).click();
+    await page.getByLabel("Disbursement id").fill(id);
+    await page.getByRole("button", { name: "Look up" }).click();
+    await page.getByText("₦50,000.00 to the bank").waitFor();
+    await page.getByRole("cell", { name: "₦27,500.00" }).first().waitFor();
+    expect(await page.getByRole("cell", { name: "₦27,500.00" }).count()).toBe(2);
+    expect(await page.getByText("₦55,000.00").count()).toBeGreaterThan(0);
+    await checkPage(page, 375);
     await context.close();
   });
 });

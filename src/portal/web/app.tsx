@@ -8,6 +8,7 @@ import type { Member } from "../../../gen/portal/v1/members_pb.ts";
 import { type Environment, portalTransport, storedEnvironment, storeEnvironment } from "./api.ts";
 import { ConsentsPage } from "./pages/consents.tsx";
 import { DeliveriesPage } from "./pages/deliveries.tsx";
+import { DisbursementsPage } from "./pages/disbursements.tsx";
 import { EventLookupPage } from "./pages/event-lookup.tsx";
 import { InvitePage } from "./pages/invite.tsx";
 import { SandboxPage } from "./pages/sandbox.tsx";
@@ -21,6 +22,7 @@ import { ErrorBox, Loading } from "./ui.tsx";
 const NAV: { path: string; label: string }[] = [
   { path: "/webhooks", label: "Webhooks" },
   { path: "/consents", label: "Consents" },
+  { path: "/disbursements", label: "Disbursements" },
   { path: "/events", label: "Event lookup" },
   { path: "/signing-keys", label: "Signing keys" },
 ];
@@ -114,6 +116,8 @@ function Route({ path, me, env }: { path: string; me: Member; env: Environment }
       return <EventLookupPage />;
     case "/consents":
       return <ConsentsPage />;
+    case "/disbursements":
+      return <DisbursementsPage />;
     case "/sandbox":
       return env === "sandbox" ? (
         <SandboxPage />

@@ -1,0 +1,166 @@
+import { useQuery } from "@connectrpc/connect-query";
+import { skipToken } from "@tanstack/react-query";
+import { useState } from "preact/hooks";
+import {
+  type Disbursement,
+  Disbursement_DestinationSchema,
+  Disbursement_StatusSchema,
+  DisbursementService,
+  Repayment_StatusSchema,
+} from "../../../../gen/partner/v1/disbursements_pb.ts";
+import { ErrorBox, enumName, Loading, Page } from "../ui.tsx";
+
+/** Kobo as naira for people to read (exact: integer arithmetic on the bigint, never floating point). */
+export function naira(kobo: bigint): string {
+  const sign = kobo < 0n ? "-" : "";
+  const abs = kobo < 0n ? -kobo : kobo;
+  const whole = (abs / 100n).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  return `${sign}₦${whole}.${(abs % 100n).toString().padStart(2, "0")}`;
+}
+
+/** Today in Lagos as YYYY-MM-DD (the books' days are Lagos days). */
+const lagosDay = (d: Date) => new Date(d.getTime() + 60 * 60 * 1000).toISOString().slice(0, 10);
+
+/** A disbursement by id with its repayments, and the books of a period. */
+export function DisbursementsPage() {
+  return (
+    <Page title="Disbursements and books">
+      <LookUp />
+      <Books />
+    </Page>
+  );
+}
+
+function LookUp() {
+  const [id, setId] = useState("");
+  const d = useQuery(DisbursementService.method.getDisbursement, id ? { id } : skipToken);
+  return (
+    <div class="panel">
+      <h2>Look up a disbursement</h2>
+      <form
+        class="inline"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setId(String(new FormData(e.currentTarget).get("id") ?? "").trim());
+        }}
+      >
+        <label>
+          Disbursement id
+          <input name="id" required pattern="dsb_[0-9A-Z]{26}" autoComplete="off" />
+        </label>
+        <button type="submit">Look up</button>
+      </form>
+      {id && d.isPending ? <Loading /> : null}
+      <ErrorBox error={d.error} />
+      {d.data?.disbursement ? <DisbursementCard d={d.data.disbursement} /> : null}
+    </div>
+  );
+}
+
+function DisbursementCard({ d }: { d: Disbursement }) {
+  const repayments = useQuery(DisbursementService.method.listRepayments, { disbursementId: d.id });
+  return (
+    <>
+      <dl class="facts">
+        <dt>Status</dt>
+        <dd>
+          {enumName(Disbursement_StatusSchema, d.status)}
+          {d.failureReason ? ` (${d.failureReason})` : ""}
+        </dd>
+        <dt>User</dt>
+        <dd>
+          <code>{d.userId}</code>
+        </dd>
+        <dt>Principal</dt>
+        <dd>
+          {naira(d.principalKobo)} to the{" "}
+          {enumName(Disbursement_DestinationSchema, d.destination).toLowerCase()}
+        </dd>
+        <dt>Fee</dt>
+        <dd>
+          {naira(d.feeKobo)} ({d.feeRateBps / 100} %)
+        </dd>
+        <dt>Repayable</dt>
+        <dd>{naira(d.totalRepayableKobo)}</dd>
+        <dt>Reference</dt>
+        <dd>
+          <code>{d.reference}</code>
+        </dd>
+      </dl>
+      <h3>Repayments</h3>
+      <ErrorBox error={repayments.error} />
+      <div class="table-wrap">
+        <table>
+          <caption class="visually-hidden">Repayments</caption>
+          <thead>
+            <tr>
+              <th scope="col">#</th>
+              <th scope="col">Due</th>
+              <th scope="col">Amount</th>
+              <th scope="col">Status</th>
+              <th scope="col">Id</th>
+            </tr>
+          </thead>
+          <tbody>
+            {repayments.data?.repayments.map((r) => (
+              <tr key={r.id}>
+                <td>{r.seq}</td>
+                <td>{r.dueDate}</td>
+                <td>{naira(r.amountKobo)}</td>
+                <td>{enumName(Repayment_StatusSchema, r.status)}</td>
+                <td>
+                  <code>{r.id}</code>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </>
+  );
+}
+
+function Books() {
+  const today = lagosDay(new Date());
+  const monthAgo = lagosDay(new Date(Date.now() - 30 * 86_400_000));
+  const [period, setPeriod] = useState({ from: monthAgo, to: today });
+  const books = useQuery(DisbursementService.method.getBooks, { ...period, limit: 100 });
+  return (
+    <div class="panel">
+      <h2>Books</h2>
+      <form
+        class="inline"
+        onSubmit={(e) => {
+          e.preventDefault();
+          const f = new FormData(e.currentTarget);
+          setPeriod({ from: String(f.get("from")), to: String(f.get("to")) });
+        }}
+      >
+        <label>
+          From (Lagos day)
+          <input name="from" type="date" required defaultValue={period.from} />
+        </label>
+        <label>
+          To
+          <input name="to" type="date" required defaultValue={period.to} />
+        </label>
+        <button type="submit">Show</button>
+      </form>
+      <ErrorBox error={books.error} />
+      {books.data ? (
+        <dl class="facts">
+          <dt>Principal out</dt>
+          <dd>{naira(books.data.principalOutKobo)}</dd>
+          <dt>Fees</dt>
+          <dd>{naira(books.data.feesKobo)}</dd>
+          <dt>Repayments in</dt>
+          <dd>{naira(books.data.repaymentsInKobo)}</dd>
+          <dt>Refunds</dt>
+          <dd>{naira(books.data.refundsKobo)}</dd>
+          <dt>Net</dt>
+          <dd>{naira(books.data.netKobo)}</dd>
+        </dl>
+      ) : null}
+    </div>
+  );
+}
