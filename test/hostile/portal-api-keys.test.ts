@@ -58,7 +58,8 @@ describe("an API key", () => {
         ["POST", `/partner/v1/api-keys/${id}/roll`, { expiresInHours: 168 }],
         ["POST", `/partner/v1/api-keys/${id}/revoke`, {}],
       ] as const) {
-        for (const headers of [{}, { "idempotency-key": `k-${method}-${path}` }]) {
+        const withKey: Record<string, string> = { "idempotency-key": `k-${method}-${path}` };
+        for (const headers of [{}, withKey]) {
           const res = await rest(t.partnerUrl, method, path, { key, body, headers });
           expect([res.status, res.body.code], `${method} ${path}`).toEqual([403, "permission_denied"]);
           expect(res.body.message).toBe("API keys are managed in the partner portal.");
