@@ -126,6 +126,8 @@ function errorCodesOf(
     "WebhookService.UpdateWebhook": ["invalid_event_type"],
     "WebhookService.SendTestEvent": ["invalid_event_type", "webhook_sends_rate_limited"],
     "WebhookService.ReplayDelivery": ["webhook_sends_rate_limited"],
+    "WebhookService.ReplayFailedDeliveries": ["webhook_sends_rate_limited"],
+    "WebhookService.ListEvents": ["invalid_event_type"],
     "SandboxService.AcceptConsentLink": ["consent_link_gone"],
     "SandboxService.DeclineConsentLink": ["consent_link_gone"],
     "SandboxService.AcceptDisbursement": ["mandate_gone"],

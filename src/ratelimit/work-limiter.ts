@@ -8,8 +8,12 @@ export type WorkDecision = { allowed: true } | { allowed: false; retryAfterSecon
 /** A token bucket per partner and environment for one kind of expensive work, shared by every instance. */
 export interface WorkLimiter {
   readonly spec: BucketSpec;
-  /** Takes a token on `em` (in its transaction when it has one). */
-  take(em: Em, tenant: { partnerId: string; environment: string }): Promise<WorkDecision>;
+  /**
+   * Takes `want` tokens (1 by default) on `em` (in its transaction when it has one). When fewer are there, the
+   * answer is no, but the tokens there were are taken: the caller's transaction must roll back (it does, as it
+   * throws the refusal), which gives them back.
+   */
+  take(em: Em, tenant: { partnerId: string; environment: string }, want?: number): Promise<WorkDecision>;
 }
 
 /**
@@ -21,16 +25,16 @@ export interface WorkLimiter {
 export function createWorkLimiter(kind: string, spec: BucketSpec): WorkLimiter {
   return {
     spec,
-    async take(em, { partnerId, environment }) {
+    async take(em, { partnerId, environment }, want = 1) {
       const row = await rateLimitRepository.takeWithin(
         em,
         `${kind}:${partnerId}:${environment}`,
         spec.capacity,
         spec.refillPerSecond,
-        1,
+        want,
       );
-      if (row && Number(row.granted) >= 1) return { allowed: true };
-      const missing = Math.max(0, 1 - Number(row?.remaining ?? 0));
+      if (row && Number(row.granted) >= want) return { allowed: true };
+      const missing = Math.max(0, want - Number(row?.granted ?? 0) - Number(row?.remaining ?? 0));
       return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(missing / spec.refillPerSecond)) };
     },
   };

@@ -33,6 +33,8 @@ export const WebhookAttemptEntity = defineEntity({
     latencyMs: p.integer(),
     /** The first 4 KiB of the receiver's answer. */
     responseBody: p.text().nullable(),
+    /** The signature headers sent, by lower-case name (null for attempts recorded before they were kept). */
+    signatureHeaders: p.json<Record<string, string>>().nullable(),
   },
   indexes: [
     { name: "attempts_by_delivery", properties: ["deliveryId", "attempt"] },

@@ -73,6 +73,12 @@ export const WebhookDeliveryEntity = defineEntity({
       name: "deliveries_by_webhook",
       expression: "create index deliveries_by_webhook on webhook_deliveries (webhook_id, id desc)",
     },
+    // A subscription's deliveries in given statuses (the portal's filter, replay of the failed ones).
+    {
+      name: "deliveries_by_webhook_status",
+      expression:
+        "create index deliveries_by_webhook_status on webhook_deliveries (webhook_id, status, id desc)",
+    },
     { name: "deliveries_by_event", properties: ["eventId"] },
     { name: "deliveries_due", properties: ["nextAttemptAt"], where: "status in ('PENDING', 'FAILED')" },
     // Replays of a delivery (the retention purge deletes them first, and checks `replay_of` on every delete).

@@ -287,7 +287,7 @@ export function createDeliveryWorker(o: DeliveryWorkerOptions) {
         secrets: list,
         timestamp: Math.floor(at.getTime() / 1000),
       });
-      return await sender.post(d.url, d.body, headers, d.environment);
+      return { ...(await sender.post(d.url, d.body, headers, d.environment)), sentHeaders: headers };
     } catch (err) {
       logger.error("could not sign a webhook delivery", { err, deliveryId: d.id });
       return undefined;

@@ -23,6 +23,8 @@ export interface AttemptResult {
   responseBody: string | undefined;
   /** The Retry-After header, as sent. */
   retryAfter: string | undefined;
+  /** The signature headers the attempt carried (set by the delivery worker, kept with the attempt). */
+  sentHeaders?: Record<string, string> | undefined;
 }
 
 /** Options for {@link createSender}. */

@@ -63,6 +63,7 @@ export interface RecordedAttempt {
     error?: string | undefined;
     latencyMs: number;
     responseBody?: string | undefined;
+    sentHeaders?: Record<string, string> | undefined;
   };
   startedAt: Date;
   attempts: number;
@@ -158,11 +159,21 @@ export const webhookRepository = {
     return view ?? null;
   },
 
-  /** A page of a subscription's deliveries, newest first (ids are time-ordered). */
-  async listDeliveries(em: Em, webhookId: string, limit: number, startingAfter: string) {
+  /** A page of a subscription's deliveries, newest first (ids are time-ordered), in `statuses` if any. */
+  async listDeliveries(
+    em: Em,
+    webhookId: string,
+    limit: number,
+    startingAfter: string,
+    statuses: readonly WebhookDelivery["status"][] = [],
+  ) {
     const rows = await em.find(
       WebhookDeliveryEntity,
-      { webhookId, ...(startingAfter ? { id: { $lt: startingAfter } } : {}) },
+      {
+        webhookId,
+        ...(startingAfter ? { id: { $lt: startingAfter } } : {}),
+        ...(statuses.length > 0 ? { status: { $in: [...statuses] } } : {}),
+      },
       { orderBy: { id: "desc" }, limit: limit + 1 },
     );
     return { deliveries: await withEvents(em, rows.slice(0, limit)), hasMore: rows.length > limit };
@@ -319,8 +330,11 @@ export const webhookRepository = {
     if (rows.length === 0) return;
     await sql(
       tx,
-      `insert into webhook_attempts (delivery_id, webhook_id, attempt, started_at, succeeded, status_code, error, latency_ms, response_body)
-       select * from unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::bool[], $6::int[], $7::text[], $8::int[], $9::text[])`,
+      `insert into webhook_attempts (delivery_id, webhook_id, attempt, started_at, succeeded, status_code, error, latency_ms,
+                                     response_body, signature_headers)
+       select a, w, n, s, ok, c, e, l, b, h::jsonb
+         from unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::bool[], $6::int[], $7::text[], $8::int[],
+                     $9::text[], $10::text[]) as u (a, w, n, s, ok, c, e, l, b, h)`,
       [
         rows.map((x) => x.d.id),
         rows.map((x) => x.d.webhook_id),
@@ -331,6 +345,7 @@ export const webhookRepository = {
         rows.map((x) => x.r.error ?? null),
         rows.map((x) => x.r.latencyMs),
         rows.map((x) => x.r.responseBody ?? null),
+        rows.map((x) => (x.r.sentHeaders ? JSON.stringify(x.r.sentHeaders) : null)),
       ],
     );
     await sql(

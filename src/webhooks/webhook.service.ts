@@ -10,6 +10,7 @@ import type { Metrics } from "../platform/metrics.ts";
 import { tenantOf } from "../platform/tenancy.ts";
 import { createWorkLimiter } from "../ratelimit/work-limiter.ts";
 import { secretAad } from "./delivery.worker.ts";
+import { deliveryLogRepository as log } from "./delivery-log.repository.ts";
 import {
   DestinationError,
   type DestinationPolicy,
@@ -76,6 +77,17 @@ function assertSendable(hook: Webhook): void {
   }
 }
 
+/** What ReplayFailedDeliveries queued. */
+export interface ReplayedFailed {
+  queued: number;
+  hasMore: boolean;
+}
+
+/** CONTRACT.md §5, §11: replays reach back at most 14 days (the retry window, inside retention). */
+const REPLAY_WINDOW_MS = 14 * ms.day;
+/** The most replays one ReplayFailedDeliveries call queues, whatever the bucket holds. */
+const MAX_REPLAYS_PER_CALL = 1000;
+
 /** What {@link createWebhookService} returns. */
 export type WebhookService = ReturnType<typeof createWebhookService>;
 
@@ -94,8 +106,8 @@ export function createWebhookService({
    * `webhook_sends_rate_limited` and `Retry-After`. It runs on the request's unit of work (inside its
    * transaction: a request that fails later gives its token back).
    */
-  const takeSendToken = async (tx: Em): Promise<void> => {
-    const decision = await sends.take(tx, tenantOf(tx));
+  const takeSendToken = async (tx: Em, want = 1): Promise<void> => {
+    const decision = await sends.take(tx, tenantOf(tx), want);
     if (decision.allowed) return;
     metrics?.expensiveLimitRejections.inc({ limit: "webhook_sends" });
     throw new ApiError("webhook_sends_rate_limited", undefined, {
@@ -282,6 +294,35 @@ export function createWebhookService({
         await repo.insertReplay(tx, id, original, clock.now());
         await outbox.enqueue(tx, [{ id, environment: original.environment }]);
         return id;
+      });
+    },
+
+    /**
+     * Replays the subscription's FAILED and GIVEN_UP deliveries created since `since` that were not replayed
+     * yet, oldest first: as many as the send bucket holds when full (and at most 1000), all or none, one token
+     * each (docs/webhooks.md "Replay every failed delivery").
+     */
+    async replayFailed(em: Em, webhookId: string, since: Date): Promise<ReplayedFailed> {
+      const now = clock.now();
+      if (Number.isNaN(since.getTime()) || since.getTime() > now.getTime())
+        throw validationFailed({ since: "must not be in the future" });
+      if (since.getTime() < now.getTime() - REPLAY_WINDOW_MS)
+        throw validationFailed({ since: "must be within the last 14 days" });
+      const batch = Math.max(1, Math.min(MAX_REPLAYS_PER_CALL, Math.floor(sendLimit.capacity)));
+      return inTransaction(em, async (tx) => {
+        const hook = await load(tx, webhookId);
+        assertSendable(hook);
+        const found = await log.replayable(tx, webhookId, since, batch);
+        const originals = found.slice(0, batch);
+        if (originals.length === 0) return { queued: 0, hasMore: false };
+        await takeSendToken(tx, originals.length);
+        const rows = originals.map((original) => ({ id: newId("dlv"), original }));
+        await log.insertReplays(tx, webhookId, rows, now);
+        await outbox.enqueue(
+          tx,
+          rows.map((r) => ({ id: r.id, environment: hook.environment })),
+        );
+        return { queued: rows.length, hasMore: found.length > batch };
       });
     },
   };

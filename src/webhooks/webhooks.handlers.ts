@@ -1,16 +1,19 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {
   Delivery_Status,
+  type DeliveryAttemptSchema,
   type DeliverySchema,
+  type EventSchema,
   Webhook_Status,
   type WebhookService as WebhookApi,
   type WebhookSchema,
 } from "../../gen/partner/v1/webhooks_pb.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { emOf } from "../platform/rpc/context.ts";
-import type { DeliveriesService, DeliveryView, WebhookStats } from "./deliveries.service.ts";
+import type { DeliveriesService, DeliveryView, WebhookAttempt, WebhookStats } from "./deliveries.service.ts";
+import type { Event } from "./event.entity.ts";
 import type { Webhook } from "./webhook.entity.ts";
 import type { WebhookService } from "./webhook.service.ts";
 
@@ -52,6 +55,34 @@ export function toDelivery(d: DeliveryView): MessageInitShape<typeof DeliverySch
     createdAt: ts(d.createdAt),
     test: d.test,
     replayOf: d.replayOf ?? "",
+  };
+}
+
+/** The delivery statuses a filter may name (the edge refuses any other value). */
+const statusNames = ["PENDING", "FAILED", "DELIVERED", "GIVEN_UP"] as const;
+
+/** An attempt in the contract's shape. */
+function toAttempt(a: WebhookAttempt): MessageInitShape<typeof DeliveryAttemptSchema> {
+  return {
+    attempt: a.attempt,
+    startedAt: timestampFromDate(a.startedAt),
+    succeeded: a.succeeded,
+    statusCode: a.statusCode ?? 0,
+    error: a.error ?? "",
+    latencyMs: a.latencyMs,
+    responseBody: a.responseBody ?? "",
+    signatureHeaders: a.signatureHeaders ?? {},
+  };
+}
+
+/** An event in the contract's shape, with the deliveries given. */
+function toEvent(event: Event, sent: DeliveryView[]): MessageInitShape<typeof EventSchema> {
+  return {
+    id: event.id,
+    type: event.type,
+    payload: JSON.parse(event.body),
+    createdAt: timestampFromDate(event.createdAt),
+    deliveries: sent.map(toDelivery),
   };
 }
 
@@ -110,8 +141,31 @@ export function createWebhookHandlers(
       return { delivery: toDelivery(await deliveries.get(em, id)) };
     },
     async listDeliveries(req, ctx) {
-      const page = await deliveries.list(emOf(ctx.values), req.webhookId, req.limit, req.startingAfter);
+      const statuses = req.status.flatMap((st) => statusNames.filter((name) => Delivery_Status[name] === st));
+      const page = await deliveries.list(
+        emOf(ctx.values),
+        req.webhookId,
+        req.limit,
+        req.startingAfter,
+        statuses,
+      );
       return { deliveries: page.deliveries.map(toDelivery), hasMore: page.hasMore };
+    },
+    async listDeliveryAttempts(req, ctx) {
+      const rows = await deliveries.attempts(emOf(ctx.values), req.id);
+      return { attempts: rows.map(toAttempt) };
+    },
+    async replayFailedDeliveries(req, ctx) {
+      const since = req.since ? timestampDate(req.since) : new Date(Number.NaN);
+      return webhooks.replayFailed(emOf(ctx.values), req.id, since);
+    },
+    async getWebhookStats(req, ctx) {
+      const { buckets, total } = await deliveries.hourly(emOf(ctx.values), req.id);
+      return { buckets: buckets.map((b) => ({ ...b, startTime: timestampFromDate(b.startTime) })), total };
+    },
+    async listEvents(req, ctx) {
+      const page = await deliveries.events(emOf(ctx.values), req.limit, req.startingAfter, req.type);
+      return { events: page.events.map((e) => toEvent(e, [])), hasMore: page.hasMore };
     },
     async replayDelivery(req, ctx) {
       const em = emOf(ctx.values);
@@ -120,15 +174,7 @@ export function createWebhookHandlers(
     },
     async getEvent(req, ctx) {
       const { event, deliveries: sent } = await deliveries.event(emOf(ctx.values), req.id);
-      return {
-        event: {
-          id: event.id,
-          type: event.type,
-          payload: JSON.parse(event.body),
-          createdAt: timestampFromDate(event.createdAt),
-          deliveries: sent.map(toDelivery),
-        },
-      };
+      return { event: toEvent(event, sent) };
     },
   };
 }

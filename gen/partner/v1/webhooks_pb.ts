@@ -14,7 +14,7 @@ import type { JsonObject, Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file partner/v1/webhooks.proto.
  */
 export const file_partner_v1_webhooks: GenFile = /*@__PURE__*/
-  fileDesc("ChlwYXJ0bmVyL3YxL3dlYmhvb2tzLnByb3RvEgpwYXJ0bmVyLnYxIqEDCgdXZWJob29rEgoKAmlkGAEgASgJEgsKA3VybBgCIAEoCRIOCgZldmVudHMYAyADKAkSEwoLZGVzY3JpcHRpb24YBCABKAkSKgoGc3RhdHVzGAUgASgOMhoucGFydG5lci52MS5XZWJob29rLlN0YXR1cxIXCg9kaXNhYmxlZF9yZWFzb24YBiABKAkSDgoGc2VjcmV0GAcgASgJEj4KGnByZXZpb3VzX3NlY3JldF9leHBpcmVzX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBInCgVzdGF0cxgJIAEoCzIYLnBhcnRuZXIudjEuV2ViaG9va1N0YXRzEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjoKBlN0YXR1cxIWChJTVEFUVVNfVU5TUEVDSUZJRUQQABIKCgZBQ1RJVkUQARIMCghESVNBQkxFRBACInkKDFdlYmhvb2tTdGF0cxIRCglkZWxpdmVyZWQYASABKAUSDgoGZmFpbGVkGAIgASgFEhYKDmF2Z19sYXRlbmN5X21zGAMgASgFEhYKDnA1MF9sYXRlbmN5X21zGAQgASgFEhYKDnA5NV9sYXRlbmN5X21zGAUgASgFIugECghEZWxpdmVyeRIKCgJpZBgBIAEoCRISCgp3ZWJob29rX2lkGAIgASgJEhAKCGV2ZW50X2lkGAMgASgJEhIKCmV2ZW50X3R5cGUYBCABKAkSKwoGc3RhdHVzGAUgASgOMhsucGFydG5lci52MS5EZWxpdmVyeS5TdGF0dXMSDwoHYXR0ZW1wdBgGIAEoBRIYChBsYXN0X3N0YXR1c19jb2RlGAcgASgFEhIKCmxhc3RfZXJyb3IYCCABKAkSGgoSbGFzdF9yZXNwb25zZV9ib2R5GAkgASgJEhcKD2xhc3RfbGF0ZW5jeV9tcxgKIAEoBRI0ChBmaXJzdF9hdHRlbXB0X2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9uZXh0X2F0dGVtcHRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGRlbGl2ZXJlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZ2l2ZW5fdXBfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBHRlc3QYECABKAgSEQoJcmVwbGF5X29mGBEgASgJIlYKBlN0YXR1cxIWChJTVEFUVVNfVU5TUEVDSUZJRUQQABILCgdQRU5ESU5HEAESCgoGRkFJTEVEEAISDQoJREVMSVZFUkVEEAMSDAoIR0lWRU5fVVAQBCKlAQoFRXZlbnQSCgoCaWQYASABKAkSDAoEdHlwZRgCIAEoCRIoCgdwYXlsb2FkGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgpkZWxpdmVyaWVzGAUgAygLMhQucGFydG5lci52MS5EZWxpdmVyeSK1AgoUQ3JlYXRlV2ViaG9va1JlcXVlc3QSGAoDdXJsGAEgASgJQgu6SAjIAQFyAxiAEBLjAQoGZXZlbnRzGAIgAygJQtIBukjOAZIBygEIARAUIsMBcsABUgEqUg9jb25zZW50LmdyYW50ZWRSD2NvbnNlbnQucmV2b2tlZFIVc3RhbmRpbmcudGllcl9jaGFuZ2VkUhZESVNCVVJTRU1FTlRfREVMSVZFUkVEUhNSRVBBWU1FTlRfQ09MTEVDVEVEUhBSRVBBWU1FTlRfRkFJTEVEUgljb25zZW50LipSCnN0YW5kaW5nLipSD3N0YW5kaW5nLnRpZXJfKlIORElTQlVSU0VNRU5UXypSC1JFUEFZTUVOVF8qEh0KC2Rlc2NyaXB0aW9uGAMgASgJQgi6SAVyAxj0AyI9ChVDcmVhdGVXZWJob29rUmVzcG9uc2USJAoHd2ViaG9vaxgBIAEoCzITLnBhcnRuZXIudjEuV2ViaG9vayIVChNMaXN0V2ViaG9va3NSZXF1ZXN0Ij0KFExpc3RXZWJob29rc1Jlc3BvbnNlEiUKCHdlYmhvb2tzGAEgAygLMhMucGFydG5lci52MS5XZWJob29rIh8KEUdldFdlYmhvb2tSZXF1ZXN0EgoKAmlkGAEgASgJIjoKEkdldFdlYmhvb2tSZXNwb25zZRIkCgd3ZWJob29rGAEgASgLMhMucGFydG5lci52MS5XZWJob29rIskEChRVcGRhdGVXZWJob29rUmVxdWVzdBIKCgJpZBgBIAEoCRIaCgN1cmwYAiABKAlCCLpIBXIDGIAQSACIAQES4wEKCmFkZF9ldmVudHMYAyADKAlCzgG6SMoBkgHGASLDAXLAAVIBKlIPY29uc2VudC5ncmFudGVkUg9jb25zZW50LnJldm9rZWRSFXN0YW5kaW5nLnRpZXJfY2hhbmdlZFIWRElTQlVSU0VNRU5UX0RFTElWRVJFRFITUkVQQVlNRU5UX0NPTExFQ1RFRFIQUkVQQVlNRU5UX0ZBSUxFRFIJY29uc2VudC4qUgpzdGFuZGluZy4qUg9zdGFuZGluZy50aWVyXypSDkRJU0JVUlNFTUVOVF8qUgtSRVBBWU1FTlRfKhLmAQoNcmVtb3ZlX2V2ZW50cxgEIAMoCULOAbpIygGSAcYBIsMBcsABUgEqUg9jb25zZW50LmdyYW50ZWRSD2NvbnNlbnQucmV2b2tlZFIVc3RhbmRpbmcudGllcl9jaGFuZ2VkUhZESVNCVVJTRU1FTlRfREVMSVZFUkVEUhNSRVBBWU1FTlRfQ09MTEVDVEVEUhBSRVBBWU1FTlRfRkFJTEVEUgljb25zZW50LipSCnN0YW5kaW5nLipSD3N0YW5kaW5nLnRpZXJfKlIORElTQlVSU0VNRU5UXypSC1JFUEFZTUVOVF8qEiIKC2Rlc2NyaXB0aW9uGAUgASgJQgi6SAVyAxj0A0gBiAEBQgYKBF91cmxCDgoMX2Rlc2NyaXB0aW9uIj0KFVVwZGF0ZVdlYmhvb2tSZXNwb25zZRIkCgd3ZWJob29rGAEgASgLMhMucGFydG5lci52MS5XZWJob29rIiIKFERlbGV0ZVdlYmhvb2tSZXF1ZXN0EgoKAmlkGAEgASgJIlEKFURlbGV0ZVdlYmhvb2tSZXNwb25zZRIKCgJpZBgBIAEoCRIPCgdkZWxldGVkGAIgASgIEhsKE2RlbGl2ZXJpZXNfZ2l2ZW5fdXAYAyABKAUiKAoaUm90YXRlV2ViaG9va1NlY3JldFJlcXVlc3QSCgoCaWQYASABKAkiQwobUm90YXRlV2ViaG9va1NlY3JldFJlc3BvbnNlEiQKB3dlYmhvb2sYASABKAsyEy5wYXJ0bmVyLnYxLldlYmhvb2siugEKFFNlbmRUZXN0RXZlbnRSZXF1ZXN0EgoKAmlkGAEgASgJEpUBCgpldmVudF90eXBlGAIgASgJQoABukh92AEBcnhSD2NvbnNlbnQuZ3JhbnRlZFIPY29uc2VudC5yZXZva2VkUhVzdGFuZGluZy50aWVyX2NoYW5nZWRSFkRJU0JVUlNFTUVOVF9ERUxJVkVSRURSE1JFUEFZTUVOVF9DT0xMRUNURURSEFJFUEFZTUVOVF9GQUlMRUQiPwoVU2VuZFRlc3RFdmVudFJlc3BvbnNlEiYKCGRlbGl2ZXJ5GAEgASgLMhQucGFydG5lci52MS5EZWxpdmVyeSKIAQoVTGlzdERlbGl2ZXJpZXNSZXF1ZXN0EhIKCndlYmhvb2tfaWQYASABKAkSGwoFbGltaXQYAiABKAVCDLpICdgBARoEGGQoARI+Cg5zdGFydGluZ19hZnRlchgDIAEoCUImukgj2AEBch4yHF5kbHZfWzAtOUEtSEpLTU5QLVRWLVpdezI2fSQiVAoWTGlzdERlbGl2ZXJpZXNSZXNwb25zZRIoCgpkZWxpdmVyaWVzGAEgAygLMhQucGFydG5lci52MS5EZWxpdmVyeRIQCghoYXNfbW9yZRgCIAEoCCIjChVSZXBsYXlEZWxpdmVyeVJlcXVlc3QSCgoCaWQYASABKAkiQAoWUmVwbGF5RGVsaXZlcnlSZXNwb25zZRImCghkZWxpdmVyeRgBIAEoCzIULnBhcnRuZXIudjEuRGVsaXZlcnkiHQoPR2V0RXZlbnRSZXF1ZXN0EgoKAmlkGAEgASgJIjQKEEdldEV2ZW50UmVzcG9uc2USIAoFZXZlbnQYASABKAsyES5wYXJ0bmVyLnYxLkV2ZW50MtMKCg5XZWJob29rU2VydmljZRJ+Cg1DcmVhdGVXZWJob29rEiAucGFydG5lci52MS5DcmVhdGVXZWJob29rUmVxdWVzdBohLnBhcnRuZXIudjEuQ3JlYXRlV2ViaG9va1Jlc3BvbnNlIiiC0+STAiI6ASpiB3dlYmhvb2siFC9wYXJ0bmVyL3YxL3dlYmhvb2tzEnwKDExpc3RXZWJob29rcxIfLnBhcnRuZXIudjEuTGlzdFdlYmhvb2tzUmVxdWVzdBogLnBhcnRuZXIudjEuTGlzdFdlYmhvb2tzUmVzcG9uc2UiKZACAYLT5JMCIGIId2ViaG9va3MSFC9wYXJ0bmVyL3YxL3dlYmhvb2tzEnoKCkdldFdlYmhvb2sSHS5wYXJ0bmVyLnYxLkdldFdlYmhvb2tSZXF1ZXN0Gh4ucGFydG5lci52MS5HZXRXZWJob29rUmVzcG9uc2UiLZACAYLT5JMCJGIHd2ViaG9vaxIZL3BhcnRuZXIvdjEvd2ViaG9va3Mve2lkfRKDAQoNVXBkYXRlV2ViaG9vaxIgLnBhcnRuZXIudjEuVXBkYXRlV2ViaG9va1JlcXVlc3QaIS5wYXJ0bmVyLnYxLlVwZGF0ZVdlYmhvb2tSZXNwb25zZSItgtPkkwInOgEqYgd3ZWJob29rMhkvcGFydG5lci92MS93ZWJob29rcy97aWR9EncKDURlbGV0ZVdlYmhvb2sSIC5wYXJ0bmVyLnYxLkRlbGV0ZVdlYmhvb2tSZXF1ZXN0GiEucGFydG5lci52MS5EZWxldGVXZWJob29rUmVzcG9uc2UiIYLT5JMCGyoZL3BhcnRuZXIvdjEvd2ViaG9va3Mve2lkfRKjAQoTUm90YXRlV2ViaG9va1NlY3JldBImLnBhcnRuZXIudjEuUm90YXRlV2ViaG9va1NlY3JldFJlcXVlc3QaJy5wYXJ0bmVyLnYxLlJvdGF0ZVdlYmhvb2tTZWNyZXRSZXNwb25zZSI7gtPkkwI1OgEqYgd3ZWJob29rIicvcGFydG5lci92MS93ZWJob29rcy97aWR9L3JvdGF0ZS1zZWNyZXQSiQEKDVNlbmRUZXN0RXZlbnQSIC5wYXJ0bmVyLnYxLlNlbmRUZXN0RXZlbnRSZXF1ZXN0GiEucGFydG5lci52MS5TZW5kVGVzdEV2ZW50UmVzcG9uc2UiM4LT5JMCLToBKmIIZGVsaXZlcnkiHi9wYXJ0bmVyL3YxL3dlYmhvb2tzL3tpZH0vdGVzdBKQAQoOTGlzdERlbGl2ZXJpZXMSIS5wYXJ0bmVyLnYxLkxpc3REZWxpdmVyaWVzUmVxdWVzdBoiLnBhcnRuZXIudjEuTGlzdERlbGl2ZXJpZXNSZXNwb25zZSI3kAIBgtPkkwIuEiwvcGFydG5lci92MS93ZWJob29rcy97d2ViaG9va19pZH0vZGVsaXZlcmllcxKQAQoOUmVwbGF5RGVsaXZlcnkSIS5wYXJ0bmVyLnYxLlJlcGxheURlbGl2ZXJ5UmVxdWVzdBoiLnBhcnRuZXIudjEuUmVwbGF5RGVsaXZlcnlSZXNwb25zZSI3gtPkkwIxOgEqYghkZWxpdmVyeSIiL3BhcnRuZXIvdjEvZGVsaXZlcmllcy97aWR9L3JlcGxheRJwCghHZXRFdmVudBIbLnBhcnRuZXIudjEuR2V0RXZlbnRSZXF1ZXN0GhwucGFydG5lci52MS5HZXRFdmVudFJlc3BvbnNlIimQAgGC0+STAiBiBWV2ZW50EhcvcGFydG5lci92MS9ldmVudHMve2lkfULnAQoiY29tLnBhcnRuZXJ1bmRlcndyaXRpbmcucGFydG5lci52MUINV2ViaG9va3NQcm90b1ABWj9naXRodWIuY29tL3BhcnRuZXItdW5kZXJ3cml0aW5nL2FwaS9nZW4vZ28vcGFydG5lci92MTtwYXJ0bmVydjGiAgNQVVCqAh5QYXJ0bmVyVW5kZXJ3cml0aW5nLlBhcnRuZXIuVjG6AgNQVVDKAh5QYXJ0bmVyVW5kZXJ3cml0aW5nXFBhcnRuZXJcVjHqAiBQYXJ0bmVyVW5kZXJ3cml0aW5nOjpQYXJ0bmVyOjpWMWIGcHJvdG8z", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChlwYXJ0bmVyL3YxL3dlYmhvb2tzLnByb3RvEgpwYXJ0bmVyLnYxIqEDCgdXZWJob29rEgoKAmlkGAEgASgJEgsKA3VybBgCIAEoCRIOCgZldmVudHMYAyADKAkSEwoLZGVzY3JpcHRpb24YBCABKAkSKgoGc3RhdHVzGAUgASgOMhoucGFydG5lci52MS5XZWJob29rLlN0YXR1cxIXCg9kaXNhYmxlZF9yZWFzb24YBiABKAkSDgoGc2VjcmV0GAcgASgJEj4KGnByZXZpb3VzX3NlY3JldF9leHBpcmVzX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBInCgVzdGF0cxgJIAEoCzIYLnBhcnRuZXIudjEuV2ViaG9va1N0YXRzEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjoKBlN0YXR1cxIWChJTVEFUVVNfVU5TUEVDSUZJRUQQABIKCgZBQ1RJVkUQARIMCghESVNBQkxFRBACInkKDFdlYmhvb2tTdGF0cxIRCglkZWxpdmVyZWQYASABKAUSDgoGZmFpbGVkGAIgASgFEhYKDmF2Z19sYXRlbmN5X21zGAMgASgFEhYKDnA1MF9sYXRlbmN5X21zGAQgASgFEhYKDnA5NV9sYXRlbmN5X21zGAUgASgFIugECghEZWxpdmVyeRIKCgJpZBgBIAEoCRISCgp3ZWJob29rX2lkGAIgASgJEhAKCGV2ZW50X2lkGAMgASgJEhIKCmV2ZW50X3R5cGUYBCABKAkSKwoGc3RhdHVzGAUgASgOMhsucGFydG5lci52MS5EZWxpdmVyeS5TdGF0dXMSDwoHYXR0ZW1wdBgGIAEoBRIYChBsYXN0X3N0YXR1c19jb2RlGAcgASgFEhIKCmxhc3RfZXJyb3IYCCABKAkSGgoSbGFzdF9yZXNwb25zZV9ib2R5GAkgASgJEhcKD2xhc3RfbGF0ZW5jeV9tcxgKIAEoBRI0ChBmaXJzdF9hdHRlbXB0X2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9uZXh0X2F0dGVtcHRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGRlbGl2ZXJlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZ2l2ZW5fdXBfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBHRlc3QYECABKAgSEQoJcmVwbGF5X29mGBEgASgJIlYKBlN0YXR1cxIWChJTVEFUVVNfVU5TUEVDSUZJRUQQABILCgdQRU5ESU5HEAESCgoGRkFJTEVEEAISDQoJREVMSVZFUkVEEAMSDAoIR0lWRU5fVVAQBCKlAQoFRXZlbnQSCgoCaWQYASABKAkSDAoEdHlwZRgCIAEoCRIoCgdwYXlsb2FkGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgpkZWxpdmVyaWVzGAUgAygLMhQucGFydG5lci52MS5EZWxpdmVyeSK1AgoUQ3JlYXRlV2ViaG9va1JlcXVlc3QSGAoDdXJsGAEgASgJQgu6SAjIAQFyAxiAEBLjAQoGZXZlbnRzGAIgAygJQtIBukjOAZIBygEIARAUIsMBcsABUgEqUg9jb25zZW50LmdyYW50ZWRSD2NvbnNlbnQucmV2b2tlZFIVc3RhbmRpbmcudGllcl9jaGFuZ2VkUhZESVNCVVJTRU1FTlRfREVMSVZFUkVEUhNSRVBBWU1FTlRfQ09MTEVDVEVEUhBSRVBBWU1FTlRfRkFJTEVEUgljb25zZW50LipSCnN0YW5kaW5nLipSD3N0YW5kaW5nLnRpZXJfKlIORElTQlVSU0VNRU5UXypSC1JFUEFZTUVOVF8qEh0KC2Rlc2NyaXB0aW9uGAMgASgJQgi6SAVyAxj0AyI9ChVDcmVhdGVXZWJob29rUmVzcG9uc2USJAoHd2ViaG9vaxgBIAEoCzITLnBhcnRuZXIudjEuV2ViaG9vayIVChNMaXN0V2ViaG9va3NSZXF1ZXN0Ij0KFExpc3RXZWJob29rc1Jlc3BvbnNlEiUKCHdlYmhvb2tzGAEgAygLMhMucGFydG5lci52MS5XZWJob29rIh8KEUdldFdlYmhvb2tSZXF1ZXN0EgoKAmlkGAEgASgJIjoKEkdldFdlYmhvb2tSZXNwb25zZRIkCgd3ZWJob29rGAEgASgLMhMucGFydG5lci52MS5XZWJob29rIskEChRVcGRhdGVXZWJob29rUmVxdWVzdBIKCgJpZBgBIAEoCRIaCgN1cmwYAiABKAlCCLpIBXIDGIAQSACIAQES4wEKCmFkZF9ldmVudHMYAyADKAlCzgG6SMoBkgHGASLDAXLAAVIBKlIPY29uc2VudC5ncmFudGVkUg9jb25zZW50LnJldm9rZWRSFXN0YW5kaW5nLnRpZXJfY2hhbmdlZFIWRElTQlVSU0VNRU5UX0RFTElWRVJFRFITUkVQQVlNRU5UX0NPTExFQ1RFRFIQUkVQQVlNRU5UX0ZBSUxFRFIJY29uc2VudC4qUgpzdGFuZGluZy4qUg9zdGFuZGluZy50aWVyXypSDkRJU0JVUlNFTUVOVF8qUgtSRVBBWU1FTlRfKhLmAQoNcmVtb3ZlX2V2ZW50cxgEIAMoCULOAbpIygGSAcYBIsMBcsABUgEqUg9jb25zZW50LmdyYW50ZWRSD2NvbnNlbnQucmV2b2tlZFIVc3RhbmRpbmcudGllcl9jaGFuZ2VkUhZESVNCVVJTRU1FTlRfREVMSVZFUkVEUhNSRVBBWU1FTlRfQ09MTEVDVEVEUhBSRVBBWU1FTlRfRkFJTEVEUgljb25zZW50LipSCnN0YW5kaW5nLipSD3N0YW5kaW5nLnRpZXJfKlIORElTQlVSU0VNRU5UXypSC1JFUEFZTUVOVF8qEiIKC2Rlc2NyaXB0aW9uGAUgASgJQgi6SAVyAxj0A0gBiAEBQgYKBF91cmxCDgoMX2Rlc2NyaXB0aW9uIj0KFVVwZGF0ZVdlYmhvb2tSZXNwb25zZRIkCgd3ZWJob29rGAEgASgLMhMucGFydG5lci52MS5XZWJob29rIiIKFERlbGV0ZVdlYmhvb2tSZXF1ZXN0EgoKAmlkGAEgASgJIlEKFURlbGV0ZVdlYmhvb2tSZXNwb25zZRIKCgJpZBgBIAEoCRIPCgdkZWxldGVkGAIgASgIEhsKE2RlbGl2ZXJpZXNfZ2l2ZW5fdXAYAyABKAUiKAoaUm90YXRlV2ViaG9va1NlY3JldFJlcXVlc3QSCgoCaWQYASABKAkiQwobUm90YXRlV2ViaG9va1NlY3JldFJlc3BvbnNlEiQKB3dlYmhvb2sYASABKAsyEy5wYXJ0bmVyLnYxLldlYmhvb2siugEKFFNlbmRUZXN0RXZlbnRSZXF1ZXN0EgoKAmlkGAEgASgJEpUBCgpldmVudF90eXBlGAIgASgJQoABukh92AEBcnhSD2NvbnNlbnQuZ3JhbnRlZFIPY29uc2VudC5yZXZva2VkUhVzdGFuZGluZy50aWVyX2NoYW5nZWRSFkRJU0JVUlNFTUVOVF9ERUxJVkVSRURSE1JFUEFZTUVOVF9DT0xMRUNURURSEFJFUEFZTUVOVF9GQUlMRUQiPwoVU2VuZFRlc3RFdmVudFJlc3BvbnNlEiYKCGRlbGl2ZXJ5GAEgASgLMhQucGFydG5lci52MS5EZWxpdmVyeSLIAQoVTGlzdERlbGl2ZXJpZXNSZXF1ZXN0EhIKCndlYmhvb2tfaWQYASABKAkSGwoFbGltaXQYAiABKAVCDLpICdgBARoEGGQoARI+Cg5zdGFydGluZ19hZnRlchgDIAEoCUImukgj2AEBch4yHF5kbHZfWzAtOUEtSEpLTU5QLVRWLVpdezI2fSQSPgoGc3RhdHVzGAQgAygOMhsucGFydG5lci52MS5EZWxpdmVyeS5TdGF0dXNCEbpIDpIBCxAEIgeCAQQQASAAIlQKFkxpc3REZWxpdmVyaWVzUmVzcG9uc2USKAoKZGVsaXZlcmllcxgBIAMoCzIULnBhcnRuZXIudjEuRGVsaXZlcnkSEAoIaGFzX21vcmUYAiABKAgiIwoVUmVwbGF5RGVsaXZlcnlSZXF1ZXN0EgoKAmlkGAEgASgJIkAKFlJlcGxheURlbGl2ZXJ5UmVzcG9uc2USJgoIZGVsaXZlcnkYASABKAsyFC5wYXJ0bmVyLnYxLkRlbGl2ZXJ5Ih0KD0dldEV2ZW50UmVxdWVzdBIKCgJpZBgBIAEoCSI0ChBHZXRFdmVudFJlc3BvbnNlEiAKBWV2ZW50GAEgASgLMhEucGFydG5lci52MS5FdmVudCK7AgoPRGVsaXZlcnlBdHRlbXB0Eg8KB2F0dGVtcHQYASABKAUSLgoKc3RhcnRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJc3VjY2VlZGVkGAMgASgIEhMKC3N0YXR1c19jb2RlGAQgASgFEg0KBWVycm9yGAUgASgJEhIKCmxhdGVuY3lfbXMYBiABKAUSFQoNcmVzcG9uc2VfYm9keRgHIAEoCRJMChFzaWduYXR1cmVfaGVhZGVycxgIIAMoCzIxLnBhcnRuZXIudjEuRGVsaXZlcnlBdHRlbXB0LlNpZ25hdHVyZUhlYWRlcnNFbnRyeRo3ChVTaWduYXR1cmVIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIpChtMaXN0RGVsaXZlcnlBdHRlbXB0c1JlcXVlc3QSCgoCaWQYASABKAkiTQocTGlzdERlbGl2ZXJ5QXR0ZW1wdHNSZXNwb25zZRItCghhdHRlbXB0cxgBIAMoCzIbLnBhcnRuZXIudjEuRGVsaXZlcnlBdHRlbXB0Il4KHVJlcGxheUZhaWxlZERlbGl2ZXJpZXNSZXF1ZXN0EgoKAmlkGAEgASgJEjEKBXNpbmNlGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIGukgDyAEBIkIKHlJlcGxheUZhaWxlZERlbGl2ZXJpZXNSZXNwb25zZRIOCgZxdWV1ZWQYASABKAUSEAoIaGFzX21vcmUYAiABKAgiJAoWR2V0V2ViaG9va1N0YXRzUmVxdWVzdBIKCgJpZBgBIAEoCSKXAQoSV2ViaG9va1N0YXRzQnVja2V0Ei4KCnN0YXJ0X3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCWRlbGl2ZXJlZBgCIAEoBRIOCgZmYWlsZWQYAyABKAUSFgoOcDUwX2xhdGVuY3lfbXMYBCABKAUSFgoOcDk1X2xhdGVuY3lfbXMYBSABKAUicwoXR2V0V2ViaG9va1N0YXRzUmVzcG9uc2USLwoHYnVja2V0cxgBIAMoCzIeLnBhcnRuZXIudjEuV2ViaG9va1N0YXRzQnVja2V0EicKBXRvdGFsGAIgASgLMhgucGFydG5lci52MS5XZWJob29rU3RhdHMiggIKEUxpc3RFdmVudHNSZXF1ZXN0EhsKBWxpbWl0GAEgASgFQgy6SAnYAQEaBBhkKAESPgoOc3RhcnRpbmdfYWZ0ZXIYAiABKAlCJrpII9gBAXIeMhxeZXZ0X1swLTlBLUhKS01OUC1UVi1aXXsyNn0kEo8BCgR0eXBlGAMgASgJQoABukh92AEBcnhSD2NvbnNlbnQuZ3JhbnRlZFIPY29uc2VudC5yZXZva2VkUhVzdGFuZGluZy50aWVyX2NoYW5nZWRSFkRJU0JVUlNFTUVOVF9ERUxJVkVSRURSE1JFUEFZTUVOVF9DT0xMRUNURURSEFJFUEFZTUVOVF9GQUlMRUQiSQoSTGlzdEV2ZW50c1Jlc3BvbnNlEiEKBmV2ZW50cxgBIAMoCzIRLnBhcnRuZXIudjEuRXZlbnQSEAoIaGFzX21vcmUYAiABKAgylQ8KDldlYmhvb2tTZXJ2aWNlEn4KDUNyZWF0ZVdlYmhvb2sSIC5wYXJ0bmVyLnYxLkNyZWF0ZVdlYmhvb2tSZXF1ZXN0GiEucGFydG5lci52MS5DcmVhdGVXZWJob29rUmVzcG9uc2UiKILT5JMCIjoBKmIHd2ViaG9vayIUL3BhcnRuZXIvdjEvd2ViaG9va3MSfAoMTGlzdFdlYmhvb2tzEh8ucGFydG5lci52MS5MaXN0V2ViaG9va3NSZXF1ZXN0GiAucGFydG5lci52MS5MaXN0V2ViaG9va3NSZXNwb25zZSIpkAIBgtPkkwIgYgh3ZWJob29rcxIUL3BhcnRuZXIvdjEvd2ViaG9va3MSegoKR2V0V2ViaG9vaxIdLnBhcnRuZXIudjEuR2V0V2ViaG9va1JlcXVlc3QaHi5wYXJ0bmVyLnYxLkdldFdlYmhvb2tSZXNwb25zZSItkAIBgtPkkwIkYgd3ZWJob29rEhkvcGFydG5lci92MS93ZWJob29rcy97aWR9EoMBCg1VcGRhdGVXZWJob29rEiAucGFydG5lci52MS5VcGRhdGVXZWJob29rUmVxdWVzdBohLnBhcnRuZXIudjEuVXBkYXRlV2ViaG9va1Jlc3BvbnNlIi2C0+STAic6ASpiB3dlYmhvb2syGS9wYXJ0bmVyL3YxL3dlYmhvb2tzL3tpZH0SdwoNRGVsZXRlV2ViaG9vaxIgLnBhcnRuZXIudjEuRGVsZXRlV2ViaG9va1JlcXVlc3QaIS5wYXJ0bmVyLnYxLkRlbGV0ZVdlYmhvb2tSZXNwb25zZSIhgtPkkwIbKhkvcGFydG5lci92MS93ZWJob29rcy97aWR9EqMBChNSb3RhdGVXZWJob29rU2VjcmV0EiYucGFydG5lci52MS5Sb3RhdGVXZWJob29rU2VjcmV0UmVxdWVzdBonLnBhcnRuZXIudjEuUm90YXRlV2ViaG9va1NlY3JldFJlc3BvbnNlIjuC0+STAjU6ASpiB3dlYmhvb2siJy9wYXJ0bmVyL3YxL3dlYmhvb2tzL3tpZH0vcm90YXRlLXNlY3JldBKJAQoNU2VuZFRlc3RFdmVudBIgLnBhcnRuZXIudjEuU2VuZFRlc3RFdmVudFJlcXVlc3QaIS5wYXJ0bmVyLnYxLlNlbmRUZXN0RXZlbnRSZXNwb25zZSIzgtPkkwItOgEqYghkZWxpdmVyeSIeL3BhcnRuZXIvdjEvd2ViaG9va3Mve2lkfS90ZXN0EpABCg5MaXN0RGVsaXZlcmllcxIhLnBhcnRuZXIudjEuTGlzdERlbGl2ZXJpZXNSZXF1ZXN0GiIucGFydG5lci52MS5MaXN0RGVsaXZlcmllc1Jlc3BvbnNlIjeQAgGC0+STAi4SLC9wYXJ0bmVyL3YxL3dlYmhvb2tzL3t3ZWJob29rX2lkfS9kZWxpdmVyaWVzEqQBChRMaXN0RGVsaXZlcnlBdHRlbXB0cxInLnBhcnRuZXIudjEuTGlzdERlbGl2ZXJ5QXR0ZW1wdHNSZXF1ZXN0GigucGFydG5lci52MS5MaXN0RGVsaXZlcnlBdHRlbXB0c1Jlc3BvbnNlIjmQAgGC0+STAjBiCGF0dGVtcHRzEiQvcGFydG5lci92MS9kZWxpdmVyaWVzL3tpZH0vYXR0ZW1wdHMSowEKFlJlcGxheUZhaWxlZERlbGl2ZXJpZXMSKS5wYXJ0bmVyLnYxLlJlcGxheUZhaWxlZERlbGl2ZXJpZXNSZXF1ZXN0GioucGFydG5lci52MS5SZXBsYXlGYWlsZWREZWxpdmVyaWVzUmVzcG9uc2UiMoLT5JMCLDoBKiInL3BhcnRuZXIvdjEvd2ViaG9va3Mve2lkfS9yZXBsYXktZmFpbGVkEoYBCg9HZXRXZWJob29rU3RhdHMSIi5wYXJ0bmVyLnYxLkdldFdlYmhvb2tTdGF0c1JlcXVlc3QaIy5wYXJ0bmVyLnYxLkdldFdlYmhvb2tTdGF0c1Jlc3BvbnNlIiqQAgGC0+STAiESHy9wYXJ0bmVyL3YxL3dlYmhvb2tzL3tpZH0vc3RhdHMSkAEKDlJlcGxheURlbGl2ZXJ5EiEucGFydG5lci52MS5SZXBsYXlEZWxpdmVyeVJlcXVlc3QaIi5wYXJ0bmVyLnYxLlJlcGxheURlbGl2ZXJ5UmVzcG9uc2UiN4LT5JMCMToBKmIIZGVsaXZlcnkiIi9wYXJ0bmVyL3YxL2RlbGl2ZXJpZXMve2lkfS9yZXBsYXkScAoIR2V0RXZlbnQSGy5wYXJ0bmVyLnYxLkdldEV2ZW50UmVxdWVzdBocLnBhcnRuZXIudjEuR2V0RXZlbnRSZXNwb25zZSIpkAIBgtPkkwIgYgVldmVudBIXL3BhcnRuZXIvdjEvZXZlbnRzL3tpZH0SagoKTGlzdEV2ZW50cxIdLnBhcnRuZXIudjEuTGlzdEV2ZW50c1JlcXVlc3QaHi5wYXJ0bmVyLnYxLkxpc3RFdmVudHNSZXNwb25zZSIdkAIBgtPkkwIUEhIvcGFydG5lci92MS9ldmVudHNC5wEKImNvbS5wYXJ0bmVydW5kZXJ3cml0aW5nLnBhcnRuZXIudjFCDVdlYmhvb2tzUHJvdG9QAVo/Z2l0aHViLmNvbS9wYXJ0bmVyLXVuZGVyd3JpdGluZy9hcGkvZ2VuL2dvL3BhcnRuZXIvdjE7cGFydG5lcnYxogIDUFVQqgIeUGFydG5lclVuZGVyd3JpdGluZy5QYXJ0bmVyLlYxugIDUFVQygIeUGFydG5lclVuZGVyd3JpdGluZ1xQYXJ0bmVyXFYx6gIgUGFydG5lclVuZGVyd3JpdGluZzo6UGFydG5lcjo6VjFiBnByb3RvMw", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Webhook is a subscription.
@@ -812,6 +812,13 @@ export type ListDeliveriesRequest = Message<"partner.v1.ListDeliveriesRequest"> 
    * @generated from field: string starting_after = 3;
    */
   startingAfter: string;
+
+  /**
+   * Only deliveries in these statuses (REST: `?status=FAILED&status=GIVEN_UP`); all of them when unset.
+   *
+   * @generated from field: repeated partner.v1.Delivery.Status status = 4;
+   */
+  status: Delivery_Status[];
 };
 
 /**
@@ -934,6 +941,340 @@ export const GetEventResponseSchema: GenMessage<GetEventResponse> = /*@__PURE__*
   messageDesc(file_partner_v1_webhooks, 23);
 
 /**
+ * DeliveryAttempt is one HTTP attempt of a delivery.
+ *
+ * @generated from message partner.v1.DeliveryAttempt
+ */
+export type DeliveryAttempt = Message<"partner.v1.DeliveryAttempt"> & {
+  /**
+   * 1 for the delivery's first attempt.
+   *
+   * @generated from field: int32 attempt = 1;
+   */
+  attempt: number;
+
+  /**
+   * When the attempt started.
+   *
+   * @generated from field: google.protobuf.Timestamp started_at = 2;
+   */
+  startedAt?: Timestamp | undefined;
+
+  /**
+   * True when it was answered with a 2xx.
+   *
+   * @generated from field: bool succeeded = 3;
+   */
+  succeeded: boolean;
+
+  /**
+   * The HTTP status of the answer; 0 when there was no answer (see `error`).
+   *
+   * @generated from field: int32 status_code = 4;
+   */
+  statusCode: number;
+
+  /**
+   * Why there was no HTTP answer: `timeout`, `connect_timeout`, `connection_error`, `tls_error`,
+   * `destination_not_allowed`, `dns_error`; empty when there was one.
+   *
+   * @generated from field: string error = 5;
+   */
+  error: string;
+
+  /**
+   * From the start of the attempt to its end, in milliseconds.
+   *
+   * @generated from field: int32 latency_ms = 6;
+   */
+  latencyMs: number;
+
+  /**
+   * The first 4 KiB of the answer's body.
+   *
+   * @generated from field: string response_body = 7;
+   */
+  responseBody: string;
+
+  /**
+   * The signature headers sent, by lower-case name: `x-service-signature`, `webhook-id`,
+   * `webhook-timestamp`, `webhook-signature`, `x-service-event-id`, `x-service-delivery-id`. Empty for
+   * attempts made before the service kept them.
+   *
+   * @generated from field: map<string, string> signature_headers = 8;
+   */
+  signatureHeaders: { [key: string]: string };
+};
+
+/**
+ * Describes the message partner.v1.DeliveryAttempt.
+ * Use `create(DeliveryAttemptSchema)` to create a new message.
+ */
+export const DeliveryAttemptSchema: GenMessage<DeliveryAttempt> = /*@__PURE__*/
+  messageDesc(file_partner_v1_webhooks, 24);
+
+/**
+ * ListDeliveryAttemptsRequest names the delivery.
+ *
+ * @generated from message partner.v1.ListDeliveryAttemptsRequest
+ */
+export type ListDeliveryAttemptsRequest = Message<"partner.v1.ListDeliveryAttemptsRequest"> & {
+  /**
+   * `dlv_` id of a delivery of the caller's.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message partner.v1.ListDeliveryAttemptsRequest.
+ * Use `create(ListDeliveryAttemptsRequestSchema)` to create a new message.
+ */
+export const ListDeliveryAttemptsRequestSchema: GenMessage<ListDeliveryAttemptsRequest> = /*@__PURE__*/
+  messageDesc(file_partner_v1_webhooks, 25);
+
+/**
+ * ListDeliveryAttemptsResponse holds the attempts.
+ *
+ * @generated from message partner.v1.ListDeliveryAttemptsResponse
+ */
+export type ListDeliveryAttemptsResponse = Message<"partner.v1.ListDeliveryAttemptsResponse"> & {
+  /**
+   * Oldest first (a delivery makes at most a few dozen attempts in its 14 days). REST returns this array as
+   * the body.
+   *
+   * @generated from field: repeated partner.v1.DeliveryAttempt attempts = 1;
+   */
+  attempts: DeliveryAttempt[];
+};
+
+/**
+ * Describes the message partner.v1.ListDeliveryAttemptsResponse.
+ * Use `create(ListDeliveryAttemptsResponseSchema)` to create a new message.
+ */
+export const ListDeliveryAttemptsResponseSchema: GenMessage<ListDeliveryAttemptsResponse> = /*@__PURE__*/
+  messageDesc(file_partner_v1_webhooks, 26);
+
+/**
+ * ReplayFailedDeliveriesRequest names the subscription and how far back to look.
+ *
+ * @generated from message partner.v1.ReplayFailedDeliveriesRequest
+ */
+export type ReplayFailedDeliveriesRequest = Message<"partner.v1.ReplayFailedDeliveriesRequest"> & {
+  /**
+   * `whk_` id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Required: replay deliveries created at or after this time, which must be within the last 14 days and
+   * not in the future (422 `validation_failed` otherwise).
+   *
+   * @generated from field: google.protobuf.Timestamp since = 2;
+   */
+  since?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message partner.v1.ReplayFailedDeliveriesRequest.
+ * Use `create(ReplayFailedDeliveriesRequestSchema)` to create a new message.
+ */
+export const ReplayFailedDeliveriesRequestSchema: GenMessage<ReplayFailedDeliveriesRequest> = /*@__PURE__*/
+  messageDesc(file_partner_v1_webhooks, 27);
+
+/**
+ * ReplayFailedDeliveriesResponse says what was queued.
+ *
+ * @generated from message partner.v1.ReplayFailedDeliveriesResponse
+ */
+export type ReplayFailedDeliveriesResponse = Message<"partner.v1.ReplayFailedDeliveriesResponse"> & {
+  /**
+   * The new deliveries queued by this call.
+   *
+   * @generated from field: int32 queued = 1;
+   */
+  queued: number;
+
+  /**
+   * True when more deliveries remain to replay: call again (with a new Idempotency-Key).
+   *
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message partner.v1.ReplayFailedDeliveriesResponse.
+ * Use `create(ReplayFailedDeliveriesResponseSchema)` to create a new message.
+ */
+export const ReplayFailedDeliveriesResponseSchema: GenMessage<ReplayFailedDeliveriesResponse> = /*@__PURE__*/
+  messageDesc(file_partner_v1_webhooks, 28);
+
+/**
+ * GetWebhookStatsRequest names the subscription.
+ *
+ * @generated from message partner.v1.GetWebhookStatsRequest
+ */
+export type GetWebhookStatsRequest = Message<"partner.v1.GetWebhookStatsRequest"> & {
+  /**
+   * `whk_` id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message partner.v1.GetWebhookStatsRequest.
+ * Use `create(GetWebhookStatsRequestSchema)` to create a new message.
+ */
+export const GetWebhookStatsRequestSchema: GenMessage<GetWebhookStatsRequest> = /*@__PURE__*/
+  messageDesc(file_partner_v1_webhooks, 29);
+
+/**
+ * WebhookStatsBucket counts one hour's attempts.
+ *
+ * @generated from message partner.v1.WebhookStatsBucket
+ */
+export type WebhookStatsBucket = Message<"partner.v1.WebhookStatsBucket"> & {
+  /**
+   * When the hour starts; it ends when the next bucket starts.
+   *
+   * @generated from field: google.protobuf.Timestamp start_time = 1;
+   */
+  startTime?: Timestamp | undefined;
+
+  /**
+   * Attempts answered with a 2xx.
+   *
+   * @generated from field: int32 delivered = 2;
+   */
+  delivered: number;
+
+  /**
+   * Attempts that failed.
+   *
+   * @generated from field: int32 failed = 3;
+   */
+  failed: number;
+
+  /**
+   * Median attempt latency in milliseconds (0 without attempts).
+   *
+   * @generated from field: int32 p50_latency_ms = 4;
+   */
+  p50LatencyMs: number;
+
+  /**
+   * 95th-percentile attempt latency in milliseconds (0 without attempts).
+   *
+   * @generated from field: int32 p95_latency_ms = 5;
+   */
+  p95LatencyMs: number;
+};
+
+/**
+ * Describes the message partner.v1.WebhookStatsBucket.
+ * Use `create(WebhookStatsBucketSchema)` to create a new message.
+ */
+export const WebhookStatsBucketSchema: GenMessage<WebhookStatsBucket> = /*@__PURE__*/
+  messageDesc(file_partner_v1_webhooks, 30);
+
+/**
+ * GetWebhookStatsResponse holds the hourly buckets and their total.
+ *
+ * @generated from message partner.v1.GetWebhookStatsResponse
+ */
+export type GetWebhookStatsResponse = Message<"partner.v1.GetWebhookStatsResponse"> & {
+  /**
+   * Exactly 24, oldest first; hours without attempts count zero.
+   *
+   * @generated from field: repeated partner.v1.WebhookStatsBucket buckets = 1;
+   */
+  buckets: WebhookStatsBucket[];
+
+  /**
+   * The whole 24 hours, as the subscription's `stats` reports them.
+   *
+   * @generated from field: partner.v1.WebhookStats total = 2;
+   */
+  total?: WebhookStats | undefined;
+};
+
+/**
+ * Describes the message partner.v1.GetWebhookStatsResponse.
+ * Use `create(GetWebhookStatsResponseSchema)` to create a new message.
+ */
+export const GetWebhookStatsResponseSchema: GenMessage<GetWebhookStatsResponse> = /*@__PURE__*/
+  messageDesc(file_partner_v1_webhooks, 31);
+
+/**
+ * ListEventsRequest pages through the caller's events.
+ *
+ * @generated from message partner.v1.ListEventsRequest
+ */
+export type ListEventsRequest = Message<"partner.v1.ListEventsRequest"> & {
+  /**
+   * 1 to 100; 20 when unset (or 0).
+   *
+   * @generated from field: int32 limit = 1;
+   */
+  limit: number;
+
+  /**
+   * An `evt_` id from the previous page: the page starts after it.
+   *
+   * @generated from field: string starting_after = 2;
+   */
+  startingAfter: string;
+
+  /**
+   * Only events of this type.
+   *
+   * @generated from field: string type = 3;
+   */
+  type: string;
+};
+
+/**
+ * Describes the message partner.v1.ListEventsRequest.
+ * Use `create(ListEventsRequestSchema)` to create a new message.
+ */
+export const ListEventsRequestSchema: GenMessage<ListEventsRequest> = /*@__PURE__*/
+  messageDesc(file_partner_v1_webhooks, 32);
+
+/**
+ * ListEventsResponse is one page, newest first.
+ *
+ * @generated from message partner.v1.ListEventsResponse
+ */
+export type ListEventsResponse = Message<"partner.v1.ListEventsResponse"> & {
+  /**
+   * Newest first, each without its deliveries.
+   *
+   * @generated from field: repeated partner.v1.Event events = 1;
+   */
+  events: Event[];
+
+  /**
+   * True when older events remain: ask again with `starting_after` set to the last id.
+   *
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message partner.v1.ListEventsResponse.
+ * Use `create(ListEventsResponseSchema)` to create a new message.
+ */
+export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PURE__*/
+  messageDesc(file_partner_v1_webhooks, 33);
+
+/**
  * WebhookService manages webhook subscriptions and their deliveries.
  *
  * Every delivery is a POST of the event's JSON body `{ id, type, createdAt, payload, test? }` signed with
@@ -1021,7 +1362,7 @@ export const WebhookService: GenService<{
     output: typeof SendTestEventResponseSchema;
   },
   /**
-   * Deliveries of one subscription, newest first.
+   * Deliveries of one subscription, newest first, optionally only those in the given statuses.
    *
    * @generated from rpc partner.v1.WebhookService.ListDeliveries
    */
@@ -1029,6 +1370,44 @@ export const WebhookService: GenService<{
     methodKind: "unary";
     input: typeof ListDeliveriesRequestSchema;
     output: typeof ListDeliveriesResponseSchema;
+  },
+  /**
+   * Every attempt of one delivery, oldest first: when it started, the answer (status code and the first 4 KiB
+   * of the body) or why there was none, its latency, and the signature headers that were sent. Attempts are
+   * kept 30 days; older ones are no longer listed.
+   *
+   * @generated from rpc partner.v1.WebhookService.ListDeliveryAttempts
+   */
+  listDeliveryAttempts: {
+    methodKind: "unary";
+    input: typeof ListDeliveryAttemptsRequestSchema;
+    output: typeof ListDeliveryAttemptsResponseSchema;
+  },
+  /**
+   * Replays every delivery of one subscription that is FAILED or GIVEN_UP, was created at or after `since`
+   * (within the last 14 days) and has not been replayed yet: a new delivery of the same event body each, as
+   * ReplayDelivery makes. Oldest first, at most as many per call as the test-send and replay bucket holds
+   * when full (20 by default) and never more than 1000; `hasMore` says to call again. Each replay takes one
+   * token from that bucket, all of them at once: when the bucket cannot cover the whole batch the call is
+   * refused (429 `webhook_sends_rate_limited` with `Retry-After`) and nothing is queued.
+   *
+   * @generated from rpc partner.v1.WebhookService.ReplayFailedDeliveries
+   */
+  replayFailedDeliveries: {
+    methodKind: "unary";
+    input: typeof ReplayFailedDeliveriesRequestSchema;
+    output: typeof ReplayFailedDeliveriesResponseSchema;
+  },
+  /**
+   * The subscription's attempts over the last 24 hours in 24 hourly buckets, oldest first, the first starting
+   * exactly 24 hours ago: the buckets add up to the subscription's `stats`.
+   *
+   * @generated from rpc partner.v1.WebhookService.GetWebhookStats
+   */
+  getWebhookStats: {
+    methodKind: "unary";
+    input: typeof GetWebhookStatsRequestSchema;
+    output: typeof GetWebhookStatsResponseSchema;
   },
   /**
    * Delivers an earlier delivery's event again, as a new delivery on the same rules.
@@ -1049,6 +1428,17 @@ export const WebhookService: GenService<{
     methodKind: "unary";
     input: typeof GetEventRequestSchema;
     output: typeof GetEventResponseSchema;
+  },
+  /**
+   * The caller's events in this environment that were delivered to its own webhooks (as GetEvent), newest
+   * first, optionally of one type. Each event comes without its deliveries: GetEvent has them.
+   *
+   * @generated from rpc partner.v1.WebhookService.ListEvents
+   */
+  listEvents: {
+    methodKind: "unary";
+    input: typeof ListEventsRequestSchema;
+    output: typeof ListEventsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_partner_v1_webhooks, 0);

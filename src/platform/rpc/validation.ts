@@ -42,6 +42,12 @@ const fieldTexts: Record<string, { text: FieldText; parent?: true }> = {
   "partner.v1.UpdateWebhookRequest.description": { text: "must be at most 500 characters" },
   "partner.v1.ListDeliveriesRequest.limit": { text: "must be 1 to 100" },
   "partner.v1.ListDeliveriesRequest.starting_after": { text: "must be a delivery id from a previous page" },
+  "partner.v1.ListDeliveriesRequest.status": {
+    text: "must be PENDING, FAILED, DELIVERED or GIVEN_UP, at most 4 of them",
+  },
+  "partner.v1.ReplayFailedDeliveriesRequest.since": { text: "is required" },
+  "partner.v1.ListEventsRequest.limit": { text: "must be 1 to 100" },
+  "partner.v1.ListEventsRequest.starting_after": { text: "must be an event id from a previous page" },
   "partner.v1.GetBooksRequest.from": { text: "must be a real date YYYY-MM-DD from 1970-01-01 to 9999-12-30" },
   "partner.v1.GetBooksRequest.to": { text: "must be a real date YYYY-MM-DD from 1970-01-01 to 9999-12-30" },
   "partner.v1.GetBooksRequest.limit": { text: "must be 1 to 1000" },
@@ -112,13 +118,13 @@ const ownCodes: { field: string; error: (broken: Broken[]) => ApiError }[] = [
       );
     },
   })),
-  {
-    field: "partner.v1.SendTestEventRequest.event_type",
-    error: (broken) =>
+  ...["SendTestEventRequest.event_type", "ListEventsRequest.type"].map((name) => ({
+    field: `partner.v1.${name}`,
+    error: (broken: Broken[]) =>
       new ApiError("invalid_event_type", `Unknown event type ${JSON.stringify(broken[0]?.item ?? "")}.`, {
         details: { eventTypes: [...eventTypes] },
       }),
-  },
+  })),
 ];
 const ownCodeFields = new Set(ownCodes.map((c) => c.field));
 
