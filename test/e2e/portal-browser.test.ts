@@ -117,6 +117,25 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     expect(await page.getByRole("note").textContent()).toContain("Sandbox");
     await checkPage(page, 375);
 
+    // The partner's sandbox key, rolled here: the new one is shown once and works at once; the old one keeps
+    // working through its overlap (24 hours by default).
+    await page.getByRole("link", { name: "API keys" }).click();
+    await page.getByRole("heading", { level: 1, name: "API keys (sandbox)" }).waitFor();
+    await page.getByRole("button", { name: "Roll" }).click();
+    await page.getByText("Your new sandbox API key.").waitFor();
+    const rolled = ((await page.locator(".shown-once code.secret").textContent()) ?? "").trim();
+    expect(rolled).toMatch(/^sk_sandbox_[0-9A-Za-z]{32}$/);
+    for (const key of [rolled, partner.sandboxKey]) {
+      const res = await fetch(`${t.partnerUrl}/partner/v1/keys`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
+      expect(res.status).toBe(200);
+    }
+    await page.getByText("EXPIRING").waitFor();
+    await checkPage(page, 375);
+    await page.getByRole("link", { name: "Webhooks" }).click();
+    await page.getByRole("heading", { level: 1, name: "Webhooks" }).waitFor();
+
     // A subscription to a local receiver; its secret shown once.
     await page.getByLabel("Endpoint URL").fill(receiver.url);
     await page.getByRole("button", { name: "Create subscription" }).click();

@@ -6,6 +6,7 @@ import { useMemo, useState } from "preact/hooks";
 import { PortalAuthService } from "../../../gen/portal/v1/auth_pb.ts";
 import type { Member } from "../../../gen/portal/v1/members_pb.ts";
 import { type Environment, portalTransport, storedEnvironment, storeEnvironment } from "./api.ts";
+import { ApiKeysPage } from "./pages/api-keys.tsx";
 import { ConsentsPage } from "./pages/consents.tsx";
 import { DeliveriesPage } from "./pages/deliveries.tsx";
 import { DisbursementsPage } from "./pages/disbursements.tsx";
@@ -20,6 +21,7 @@ import { BASE, onLinkClick, usePath } from "./router.ts";
 import { ErrorBox, Loading } from "./ui.tsx";
 
 const NAV: { path: string; label: string }[] = [
+  { path: "/api-keys", label: "API keys" },
   { path: "/webhooks", label: "Webhooks" },
   { path: "/consents", label: "Consents" },
   { path: "/disbursements", label: "Disbursements" },
@@ -114,6 +116,8 @@ function Route({ path, me, env }: { path: string; me: Member; env: Environment }
       return <WebhooksPage />;
     case "/events":
       return <EventLookupPage />;
+    case "/api-keys":
+      return <ApiKeysPage me={me} env={env} />;
     case "/consents":
       return <ConsentsPage />;
     case "/disbursements":
