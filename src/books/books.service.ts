@@ -1,5 +1,5 @@
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
-import { isCalendarDate } from "../platform/dates.ts";
+import { addDays, isCalendarDate } from "../platform/dates.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { type Tenant, tenantOf } from "../platform/tenancy.ts";
@@ -17,10 +17,52 @@ const LAST_DAY = "9999-12-30";
 
 const dayStart = (day: string) => new Date(`${day}T00:00:00Z`);
 
+/** The longest period of a series, in days (a year, a leap year's included). */
+const MAX_SERIES_DAYS = 366;
+
+/** Lagos is UTC+1 all year: a series' days are Lagos days. */
+const LAGOS_OFFSET_MS = 3_600_000;
+
+/** One day of a series: the day's sums, netted as the books' totals are. */
+export interface BooksDay {
+  date: string;
+  principalOutKobo: bigint;
+  feesKobo: bigint;
+  repaymentsInKobo: bigint;
+  refundsKobo: bigint;
+  netKobo: bigint;
+}
+
+/** The contract's sums of a set of entries' totals per kind (CONTRACT.md §6). */
+function netted(totals: Map<BookKind, bigint>): Omit<BooksDay, "date"> {
+  const sum = (...kinds: BookKind[]) => kinds.reduce((s, k) => s + (totals.get(k) ?? 0n), 0n);
+  return {
+    // Net of reversals: a reversed payout's principal and fee come back.
+    principalOutKobo: sum("PRINCIPAL_OUT", "PRINCIPAL_REVERSED"),
+    feesKobo: sum("FEE", "FEE_REVERSED"),
+    repaymentsInKobo: sum("REPAYMENT_IN"),
+    // Repayments given back after their payout was reversed (negative).
+    refundsKobo: sum("REPAYMENT_REFUND"),
+    netKobo: [...totals.values()].reduce((s, v) => s + v, 0n),
+  };
+}
+
+/** What is wrong with a period's days (`required`: both must be given), by field. */
+function periodProblems(from: string, to: string, required: boolean): Record<string, string> {
+  const problems: Record<string, string> = {};
+  for (const [name, day] of [
+    ["from", from],
+    ["to", to],
+  ] as const)
+    if ((day || required) && !(isCalendarDate(day) && day >= FIRST_DAY && day <= LAST_DAY))
+      problems[name] = `must be a real date YYYY-MM-DD from ${FIRST_DAY} to ${LAST_DAY}`;
+  if (!problems.from && !problems.to && from && to && from > to) problems.to = "must not be before from";
+  return problems;
+}
+
 /** Entries per page: 100 unless asked, 1,000 at most. */
 const DEFAULT_PAGE = 100;
 const MAX_PAGE = 1_000;
-const isDay = isCalendarDate;
 
 /**
  * The partner's books (CONTRACT.md §6): principal out and fees at disbursement, repayments in, reversals
@@ -55,19 +97,37 @@ export function createBooksService({ box }: { box: SecretBox }) {
     },
 
     /**
+     * The caller's books per Lagos day from `from` to `to` (inclusive, at most {@link MAX_SERIES_DAYS}),
+     * every day listed, netted as {@link list} nets its totals.
+     */
+    async series(em: Em, from: string, to: string): Promise<BooksDay[]> {
+      const problems = periodProblems(from, to, true);
+      if (!problems.from && !problems.to && addDays(from, MAX_SERIES_DAYS - 1) < to)
+        problems.to = `must be at most ${MAX_SERIES_DAYS} days from from`;
+      if (Object.keys(problems).length) throw validationFailed(problems);
+      const start = new Date(Date.parse(`${from}T00:00:00Z`) - LAGOS_OFFSET_MS);
+      const until = new Date(Date.parse(`${addDays(to, 1)}T00:00:00Z`) - LAGOS_OFFSET_MS);
+      const sums = new Map<string, Map<BookKind, bigint>>();
+      for (const r of await repo.daily(em, tenantOf(em), start, until)) {
+        const day = sums.get(r.day) ?? new Map<BookKind, bigint>();
+        day.set(r.kind, BigInt(r.total));
+        sums.set(r.day, day);
+      }
+      const days: BooksDay[] = [];
+      for (let day = from; day <= to; day = addDays(day, 1)) {
+        const totals = sums.get(day) ?? new Map<BookKind, bigint>();
+        days.push({ date: day, ...netted(totals) });
+      }
+      return days;
+    },
+
+    /**
      * One page of the caller's entries between two UTC dates (inclusive, either may be empty), with the
      * totals of the whole period. The cursor is sealed (it names a booking time and an internal id, neither
      * of which a partner should read) and bound to the tenant and the period.
      */
     async list(em: Em, from: string, to: string, page: { limit: number; startingAfter: string }) {
-      const problems: Record<string, string> = {};
-      for (const [name, day] of [
-        ["from", from],
-        ["to", to],
-      ] as const)
-        if (day && !(isDay(day) && day >= FIRST_DAY && day <= LAST_DAY))
-          problems[name] = `must be a real date YYYY-MM-DD from ${FIRST_DAY} to ${LAST_DAY}`;
-      if (!problems.from && !problems.to && from && to && from > to) problems.to = "must not be before from";
+      const problems = periodProblems(from, to, false);
       if (page.limit !== 0 && (!Number.isInteger(page.limit) || page.limit < 1 || page.limit > MAX_PAGE))
         problems.limit = `must be 1 to ${MAX_PAGE}`;
       if (Object.keys(problems).length) throw validationFailed(problems);
@@ -100,19 +160,7 @@ export function createBooksService({ box }: { box: SecretBox }) {
             .toString("base64url")
         : "";
       const totals = await repo.totals(em, tenant, start, until);
-      const sum = (...kinds: BookKind[]) => kinds.reduce((s, k) => s + (totals.get(k) ?? 0n), 0n);
-      return {
-        entries,
-        hasMore,
-        nextStartingAfter,
-        // Net of reversals: a reversed payout's principal and fee come back.
-        principalOutKobo: sum("PRINCIPAL_OUT", "PRINCIPAL_REVERSED"),
-        feesKobo: sum("FEE", "FEE_REVERSED"),
-        repaymentsInKobo: sum("REPAYMENT_IN"),
-        // Repayments given back after their payout was reversed (negative).
-        refundsKobo: sum("REPAYMENT_REFUND"),
-        netKobo: [...totals.values()].reduce((s, v) => s + v, 0n),
-      };
+      return { entries, hasMore, nextStartingAfter, ...netted(totals) };
     },
   };
 }

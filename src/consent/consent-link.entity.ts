@@ -50,6 +50,8 @@ export const ConsentLinkEntity = defineEntity({
   },
   indexes: [
     { name: "consent_links_by_owner", properties: ["partnerId", "environment", "createdAt"] },
+    // ListConsentLinks: one tenant's links newest first.
+    { name: "consent_links_by_owner_id", properties: ["partnerId", "environment", "id"] },
     // When a link ended (decided, else expired): the retention purge's search.
     {
       name: "consent_links_by_end",

@@ -9,6 +9,7 @@ import type { Em } from "../platform/db/orm.ts";
 import { inTransaction } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
+import { pageOf, pageSize, unknownCursor } from "../platform/paging.ts";
 import { type Environment, tenantOf } from "../platform/tenancy.ts";
 import { createPageTokenLookup } from "../platform/unknown-set.ts";
 import type { UserService } from "../users/user.service.ts";
@@ -225,6 +226,29 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
       const row = isId("cnl", id) ? await repo.findLink(em, id) : null;
       if (!row) throw new ApiError("not_found", `No consent link ${id}.`);
       return view(row);
+    },
+
+    /**
+     * A page of the caller's links, newest first, after `startingAfter` (one of the caller's own), in a
+     * status as {@link get} shows it when asked (CONTRACT.md §1).
+     */
+    async list(
+      em: Em,
+      status: LinkView["status"] | undefined,
+      page: { limit: number; startingAfter: string },
+    ): Promise<{ items: LinkView[]; hasMore: boolean }> {
+      if (page.startingAfter && !(await repo.findLink(em, page.startingAfter)))
+        throw unknownCursor("consent links");
+      const limit = pageSize(page.limit);
+      const rows = await repo.listLinks(
+        em,
+        status,
+        o.clock.now(),
+        page.startingAfter || undefined,
+        limit + 1,
+      );
+      const { items, hasMore } = pageOf(rows, limit);
+      return { items: items.map(view), hasMore };
     },
 
     /** What the page shows for a token, used or not. */

@@ -82,6 +82,9 @@ export const ConsentEntity = defineEntity({
       ],
     },
     { name: "consents_expiring", properties: ["expiresAt"], where: "status = 'ACTIVE'" },
+    // ListConsents: one tenant's consents newest first, all or in one status.
+    { name: "consents_by_owner_id", properties: ["partnerId", "environment", "id"] },
+    { name: "consents_by_owner_status", properties: ["partnerId", "environment", "status", "id"] },
     { name: "consents_active_standing", properties: ["userId"], where: "status = 'ACTIVE'" },
   ],
 });

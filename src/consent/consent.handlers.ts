@@ -7,8 +7,10 @@ import {
   Consent_RevokedBy,
   Consent_Source,
   Consent_Status,
+  Consent_StatusSchema,
   type ConsentService as ConsentApi,
   ConsentLink_Status,
+  ConsentLink_StatusSchema,
   type ConsentLinkSchema,
   type ConsentSchema,
 } from "../../gen/partner/v1/consents_pb.ts";
@@ -75,6 +77,27 @@ export function createConsentHandlers(
       return {
         consent: toConsent(await consents.newestForUser(emOf(ctx.values), req.userId)),
       };
+    },
+    async listConsents(req, ctx) {
+      const status = req.status
+        ? (Consent_StatusSchema.value[req.status]?.name as Consent["status"])
+        : undefined;
+      const page = await consents.list(
+        emOf(ctx.values),
+        { status, userId: req.userId || undefined },
+        { limit: req.limit, startingAfter: req.startingAfter },
+      );
+      return { consents: page.items.map(toConsent), hasMore: page.hasMore };
+    },
+    async listConsentLinks(req, ctx) {
+      const status = req.status
+        ? (ConsentLink_StatusSchema.value[req.status]?.name as LinkView["status"])
+        : undefined;
+      const page = await links.list(emOf(ctx.values), status, {
+        limit: req.limit,
+        startingAfter: req.startingAfter,
+      });
+      return { consentLinks: page.items.map(toLink), hasMore: page.hasMore };
     },
     async revokeConsent(req, ctx) {
       return {

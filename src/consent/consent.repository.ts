@@ -37,6 +37,53 @@ export const consentRepository = {
     return em.findOne(ConsentEntity, { id }, lock ? forUpdate : {});
   },
 
+  /**
+   * Up to `limit` of `em`'s tenant's consents, newest first by id, older than `before`: a keyset walk of
+   * `consents_by_owner_id` (or, with a status, `consents_by_owner_status`), never another tenant's entries.
+   */
+  listConsents(
+    em: Em,
+    filter: { status?: Consent["status"]; userId?: string },
+    before: string | undefined,
+    limit: number,
+  ): Promise<Consent[]> {
+    return em.find(
+      ConsentEntity,
+      {
+        ...(filter.status ? { status: filter.status } : {}),
+        ...(filter.userId ? { userId: filter.userId } : {}),
+        ...(before ? { id: { $lt: before } } : {}),
+      },
+      { orderBy: { id: "desc" }, limit },
+    );
+  },
+
+  /**
+   * Up to `limit` of `em`'s tenant's links, newest first by id, older than `before`, in a status as partners
+   * see it at `now` (a PENDING link past its expiry is EXPIRED).
+   */
+  listLinks(
+    em: Em,
+    status: ConsentLink["status"] | "EXPIRED" | undefined,
+    now: Date,
+    before: string | undefined,
+    limit: number,
+  ): Promise<ConsentLink[]> {
+    const shown =
+      status === undefined
+        ? {}
+        : status === "PENDING"
+          ? { status, expiresAt: { $gt: now } }
+          : status === "EXPIRED"
+            ? { status: "PENDING" as const, expiresAt: { $lte: now } }
+            : { status };
+    return em.find(
+      ConsentLinkEntity,
+      { ...shown, ...(before ? { id: { $lt: before } } : {}) },
+      { orderBy: { id: "desc" }, limit },
+    );
+  },
+
   /** A consent of any tenant, locked (the person revokes it from the platform's dashboard). */
   findConsentForUser(em: Em, id: string): Promise<Consent | null> {
     return em.findOne(ConsentEntity, { id }, { ...forUpdate, ...everyTenant });

@@ -7,6 +7,7 @@ import type { Em } from "../platform/db/orm.ts";
 import { inTransaction } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
+import { pageOf, pageSize, unknownCursor } from "../platform/paging.ts";
 import type { Environment, Tenant } from "../platform/tenancy.ts";
 import type { UserService } from "../users/user.service.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
@@ -249,6 +250,22 @@ export function createConsentService({
     /** A consent of the caller's. */
     async get(em: Em, id: string): Promise<Consent> {
       return owned(em, id);
+    },
+
+    /**
+     * A page of the caller's consents, newest first, after `startingAfter` (one of the caller's own), in a
+     * status and of a user when asked (CONTRACT.md §1).
+     */
+    async list(
+      em: Em,
+      filter: { status?: Consent["status"]; userId?: string },
+      page: { limit: number; startingAfter: string },
+    ) {
+      if (page.startingAfter && !(await repo.findConsent(em, page.startingAfter)))
+        throw unknownCursor("consents");
+      const limit = pageSize(page.limit);
+      const rows = await repo.listConsents(em, filter, page.startingAfter || undefined, limit + 1);
+      return pageOf(rows, limit);
     },
 
     /** The newest consent the user gave the caller, whatever its status. */

@@ -109,6 +109,9 @@ export const DisbursementEntity = defineEntity({
       properties: ["acceptanceExpiresAt"],
       where: "status = 'AWAITING_ACCEPTANCE'",
     },
+    // ListDisbursements: one tenant's disbursements newest first, all or in one stored status.
+    { name: "disbursements_by_owner_id", properties: ["partnerId", "environment", "id"] },
+    { name: "disbursements_by_owner_status", properties: ["partnerId", "environment", "status", "id"] },
     // Sandbox disbursements by age, for the retention purge (production ones are never purged).
     { name: "disbursements_sandbox_by_age", properties: ["createdAt"], where: "environment = 'sandbox'" },
   ],

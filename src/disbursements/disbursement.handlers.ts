@@ -5,6 +5,7 @@ import { Authentication_Method } from "../../gen/partner/v1/consents_pb.ts";
 import {
   Disbursement_Destination,
   Disbursement_Status,
+  Disbursement_StatusSchema,
   type DisbursementService as DisbursementApi,
   type DisbursementSchema,
   Repayment_Refund_Status,
@@ -13,6 +14,7 @@ import {
 } from "../../gen/partner/v1/disbursements_pb.ts";
 import type { BooksService } from "../books/books.service.ts";
 import { callerOf, emOf, limitsOf } from "../platform/rpc/context.ts";
+import type { Disbursement } from "./disbursement.entity.ts";
 import type { DisbursementService, DisbursementView, Installment } from "./disbursement.service.ts";
 import type { RepaymentService } from "./repayment.service.ts";
 
@@ -92,6 +94,20 @@ export function createDisbursementHandlers(
   books: BooksService,
 ): ServiceImpl<typeof DisbursementApi> {
   return {
+    async listDisbursements(req, ctx) {
+      const status = req.status
+        ? (Disbursement_StatusSchema.value[req.status]?.name as Disbursement["status"])
+        : undefined;
+      const page = await disbursements.list(
+        emOf(ctx.values),
+        { status, userId: req.userId || undefined },
+        { limit: req.limit, startingAfter: req.startingAfter },
+      );
+      return { disbursements: page.items.map(toDisbursement), hasMore: page.hasMore };
+    },
+    async getBooksSeries(req, ctx) {
+      return { days: await books.series(emOf(ctx.values), req.from, req.to) };
+    },
     async listRepayments(req, ctx) {
       const rows = await repayments.list(emOf(ctx.values), req.disbursementId);
       return {

@@ -14,11 +14,16 @@ import { isId, newId } from "../platform/ids.ts";
 import type { Jobs } from "../platform/jobs/jobs.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Metrics } from "../platform/metrics.ts";
+import { pageOf, pageSize, unknownCursor } from "../platform/paging.ts";
 import type { Caller, Environment } from "../platform/tenancy.ts";
 import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
 import type { Outbox } from "../webhooks/outbox.ts";
 import type { Disbursement } from "./disbursement.entity.ts";
 import { lenderScope, disbursementRepository as repo } from "./disbursement.repository.ts";
+import {
+  type DisbursementFilter,
+  disbursementListRepository as listRepo,
+} from "./disbursement-list.repository.ts";
 import { feeKobo } from "./fee.ts";
 import type { Installment } from "./installment.entity.ts";
 import type { MandateService } from "./mandate.service.ts";
@@ -294,6 +299,29 @@ export function createDisbursementService(o: {
         installments: await repo.schedule(em, id),
         acceptanceUrl: o.mandates.acceptanceUrl(row),
       };
+    },
+
+    /**
+     * A page of the caller's disbursements, newest first, each as {@link get} shows it, after
+     * `startingAfter` (one of the caller's own), filtered by status as shown and by user when asked.
+     */
+    async list(em: Em, filter: DisbursementFilter, page: { limit: number; startingAfter: string }) {
+      if (page.startingAfter && !(await repo.find(em, page.startingAfter)))
+        throw unknownCursor("disbursements");
+      const limit = pageSize(page.limit);
+      const now = o.clock.now();
+      const rows = await listRepo.page(em, filter, now, page.startingAfter || undefined, limit + 1);
+      const { items, hasMore } = pageOf(rows, limit);
+      const schedules = await listRepo.schedules(
+        em,
+        items.map((r) => r.id),
+      );
+      const views: DisbursementView[] = items.map((row) => ({
+        row: o.mandates.current(row),
+        installments: schedules.get(row.id) ?? [],
+        acceptanceUrl: o.mandates.acceptanceUrl(row),
+      }));
+      return { items: views, hasMore };
     },
 
     /**

@@ -14,7 +14,7 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file partner/v1/consents.proto.
  */
 export const file_partner_v1_consents: GenFile = /*@__PURE__*/
-  fileDesc("ChlwYXJ0bmVyL3YxL2NvbnNlbnRzLnByb3RvEgpwYXJ0bmVyLnYxIq8FCgdDb25zZW50EgoKAmlkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSKgoGc3RhdHVzGAMgASgOMhoucGFydG5lci52MS5Db25zZW50LlN0YXR1cxIOCgZzY29wZXMYBCADKAkSGgoSbGVkZ2VyX3dpbmRvd19kYXlzGAUgASgFEh4KFm1heF9sZWRnZXJfd2luZG93X2RheXMYBiABKAUSKgoGc291cmNlGAcgASgOMhoucGFydG5lci52MS5Db25zZW50LlNvdXJjZRIuCgpncmFudGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCgpyZXZva2VkX2J5GAsgASgOMh0ucGFydG5lci52MS5Db25zZW50LlJldm9rZWRCeRIVCg1zdXBlcnNlZGVkX2J5GAwgASgJEjIKDmF1dGhlbnRpY2F0aW9uGA0gASgLMhoucGFydG5lci52MS5BdXRoZW50aWNhdGlvbiJGCgZTdGF0dXMSFgoSU1RBVFVTX1VOU1BFQ0lGSUVEEAASCgoGQUNUSVZFEAESCwoHUkVWT0tFRBACEgsKB0VYUElSRUQQAyJBCgZTb3VyY2USFgoSU09VUkNFX1VOU1BFQ0lGSUVEEAASDQoJREFTSEJPQVJEEAESEAoMQ09OU0VOVF9MSU5LEAIiSgoJUmV2b2tlZEJ5EhoKFlJFVk9LRURfQllfVU5TUEVDSUZJRUQQABIICgRVU0VSEAESCwoHUEFSVE5FUhACEgoKBlNZU1RFTRADIr8BCg5BdXRoZW50aWNhdGlvbhIxCgZtZXRob2QYASABKA4yIS5wYXJ0bmVyLnYxLkF1dGhlbnRpY2F0aW9uLk1ldGhvZBImCgJhdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUgoGTWV0aG9kEhYKEk1FVEhPRF9VTlNQRUNJRklFRBAAEgsKB09UUF9TTVMQARIUChBQTEFURk9STV9TRVNTSU9OEAISDQoJREFTSEJPQVJEEAMi3AMKC0NvbnNlbnRMaW5rEgoKAmlkGAEgASgJEgsKA3VybBgCIAEoCRIuCgZzdGF0dXMYAyABKA4yHi5wYXJ0bmVyLnYxLkNvbnNlbnRMaW5rLlN0YXR1cxIaChJwaG9uZV9udW1iZXJfbGFzdDQYBCABKAkSDgoGc2NvcGVzGAUgAygJEhoKEmxlZGdlcl93aW5kb3dfZGF5cxgGIAEoBRIeChZtYXhfbGVkZ2VyX3dpbmRvd19kYXlzGAcgASgFEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmNvbnNlbnRfaWQYCSABKAkSFAoMcmVkaXJlY3RfdXJsGAogASgJEi4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmRlY2lkZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImIKBlN0YXR1cxIWChJTVEFUVVNfVU5TUEVDSUZJRUQQABILCgdQRU5ESU5HEAESDAoIQUNDRVBURUQQAhIMCghERUNMSU5FRBADEgsKB0VYUElSRUQQBBIKCgZMT0NLRUQQBSIfChFHZXRDb25zZW50UmVxdWVzdBIKCgJpZBgBIAEoCSI6ChJHZXRDb25zZW50UmVzcG9uc2USJAoHY29uc2VudBgBIAEoCzITLnBhcnRuZXIudjEuQ29uc2VudCIoChVHZXRVc2VyQ29uc2VudFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCSI+ChZHZXRVc2VyQ29uc2VudFJlc3BvbnNlEiQKB2NvbnNlbnQYASABKAsyEy5wYXJ0bmVyLnYxLkNvbnNlbnQiIgoUUmV2b2tlQ29uc2VudFJlcXVlc3QSCgoCaWQYASABKAkiPQoVUmV2b2tlQ29uc2VudFJlc3BvbnNlEiQKB2NvbnNlbnQYASABKAsyEy5wYXJ0bmVyLnYxLkNvbnNlbnQi/gIKGENyZWF0ZUNvbnNlbnRMaW5rUmVxdWVzdBIxCgxwaG9uZV9udW1iZXIYASABKAlCG7pIGHIWMhReXCtbMS05XVswLTldezcsMTR9JBJ4CgZzY29wZXMYAiADKAlCaLpIZZIBYggBIl5yXFIIc3RhbmRpbmdSEHNpZ25hbHMuc3RhbmRpbmdSDHNpZ25hbHMud29ya1IQc2lnbmFscy5jYXNoZmxvd1IGbGVkZ2VyUgNreWNSEXJlcGF5bWVudF9oaXN0b3J5EiYKEmxlZGdlcl93aW5kb3dfZGF5cxgDIAEoBUIKukgHGgUY7QIoARItChZtYXhfbGVkZ2VyX3dpbmRvd19kYXlzGAQgASgFQg26SArYAQEaBRjtAigBEikKEGV4cGlyZXNfaW5faG91cnMYBSABKAVCCrpIBxoFGKgBKAFIAIgBARIeCgxyZWRpcmVjdF91cmwYBiABKAlCCLpIBXIDGIAQQhMKEV9leHBpcmVzX2luX2hvdXJzIkoKGUNyZWF0ZUNvbnNlbnRMaW5rUmVzcG9uc2USLQoMY29uc2VudF9saW5rGAEgASgLMhcucGFydG5lci52MS5Db25zZW50TGluayIjChVHZXRDb25zZW50TGlua1JlcXVlc3QSCgoCaWQYASABKAkiRwoWR2V0Q29uc2VudExpbmtSZXNwb25zZRItCgxjb25zZW50X2xpbmsYASABKAsyFy5wYXJ0bmVyLnYxLkNvbnNlbnRMaW5rMtYFCg5Db25zZW50U2VydmljZRJ6CgpHZXRDb25zZW50Eh0ucGFydG5lci52MS5HZXRDb25zZW50UmVxdWVzdBoeLnBhcnRuZXIudjEuR2V0Q29uc2VudFJlc3BvbnNlIi2QAgGC0+STAiRiB2NvbnNlbnQSGS9wYXJ0bmVyL3YxL2NvbnNlbnRzL3tpZH0SkAEKDkdldFVzZXJDb25zZW50EiEucGFydG5lci52MS5HZXRVc2VyQ29uc2VudFJlcXVlc3QaIi5wYXJ0bmVyLnYxLkdldFVzZXJDb25zZW50UmVzcG9uc2UiN5ACAYLT5JMCLmIHY29uc2VudBIjL3BhcnRuZXIvdjEvdXNlcnMve3VzZXJfaWR9L2NvbnNlbnQSigEKDVJldm9rZUNvbnNlbnQSIC5wYXJ0bmVyLnYxLlJldm9rZUNvbnNlbnRSZXF1ZXN0GiEucGFydG5lci52MS5SZXZva2VDb25zZW50UmVzcG9uc2UiNILT5JMCLjoBKmIHY29uc2VudCIgL3BhcnRuZXIvdjEvY29uc2VudHMve2lkfS9yZXZva2USlAEKEUNyZWF0ZUNvbnNlbnRMaW5rEiQucGFydG5lci52MS5DcmVhdGVDb25zZW50TGlua1JlcXVlc3QaJS5wYXJ0bmVyLnYxLkNyZWF0ZUNvbnNlbnRMaW5rUmVzcG9uc2UiMoLT5JMCLDoBKmIMY29uc2VudF9saW5rIhkvcGFydG5lci92MS9jb25zZW50LWxpbmtzEpABCg5HZXRDb25zZW50TGluaxIhLnBhcnRuZXIudjEuR2V0Q29uc2VudExpbmtSZXF1ZXN0GiIucGFydG5lci52MS5HZXRDb25zZW50TGlua1Jlc3BvbnNlIjeQAgGC0+STAi5iDGNvbnNlbnRfbGluaxIeL3BhcnRuZXIvdjEvY29uc2VudC1saW5rcy97aWR9QucBCiJjb20ucGFydG5lcnVuZGVyd3JpdGluZy5wYXJ0bmVyLnYxQg1Db25zZW50c1Byb3RvUAFaP2dpdGh1Yi5jb20vcGFydG5lci11bmRlcndyaXRpbmcvYXBpL2dlbi9nby9wYXJ0bmVyL3YxO3BhcnRuZXJ2MaICA1BVUKoCHlBhcnRuZXJVbmRlcndyaXRpbmcuUGFydG5lci5WMboCA1BVUMoCHlBhcnRuZXJVbmRlcndyaXRpbmdcUGFydG5lclxWMeoCIFBhcnRuZXJVbmRlcndyaXRpbmc6OlBhcnRuZXI6OlYxYgZwcm90bzM", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChlwYXJ0bmVyL3YxL2NvbnNlbnRzLnByb3RvEgpwYXJ0bmVyLnYxIq8FCgdDb25zZW50EgoKAmlkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSKgoGc3RhdHVzGAMgASgOMhoucGFydG5lci52MS5Db25zZW50LlN0YXR1cxIOCgZzY29wZXMYBCADKAkSGgoSbGVkZ2VyX3dpbmRvd19kYXlzGAUgASgFEh4KFm1heF9sZWRnZXJfd2luZG93X2RheXMYBiABKAUSKgoGc291cmNlGAcgASgOMhoucGFydG5lci52MS5Db25zZW50LlNvdXJjZRIuCgpncmFudGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCgpyZXZva2VkX2J5GAsgASgOMh0ucGFydG5lci52MS5Db25zZW50LlJldm9rZWRCeRIVCg1zdXBlcnNlZGVkX2J5GAwgASgJEjIKDmF1dGhlbnRpY2F0aW9uGA0gASgLMhoucGFydG5lci52MS5BdXRoZW50aWNhdGlvbiJGCgZTdGF0dXMSFgoSU1RBVFVTX1VOU1BFQ0lGSUVEEAASCgoGQUNUSVZFEAESCwoHUkVWT0tFRBACEgsKB0VYUElSRUQQAyJBCgZTb3VyY2USFgoSU09VUkNFX1VOU1BFQ0lGSUVEEAASDQoJREFTSEJPQVJEEAESEAoMQ09OU0VOVF9MSU5LEAIiSgoJUmV2b2tlZEJ5EhoKFlJFVk9LRURfQllfVU5TUEVDSUZJRUQQABIICgRVU0VSEAESCwoHUEFSVE5FUhACEgoKBlNZU1RFTRADIr8BCg5BdXRoZW50aWNhdGlvbhIxCgZtZXRob2QYASABKA4yIS5wYXJ0bmVyLnYxLkF1dGhlbnRpY2F0aW9uLk1ldGhvZBImCgJhdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUgoGTWV0aG9kEhYKEk1FVEhPRF9VTlNQRUNJRklFRBAAEgsKB09UUF9TTVMQARIUChBQTEFURk9STV9TRVNTSU9OEAISDQoJREFTSEJPQVJEEAMi3AMKC0NvbnNlbnRMaW5rEgoKAmlkGAEgASgJEgsKA3VybBgCIAEoCRIuCgZzdGF0dXMYAyABKA4yHi5wYXJ0bmVyLnYxLkNvbnNlbnRMaW5rLlN0YXR1cxIaChJwaG9uZV9udW1iZXJfbGFzdDQYBCABKAkSDgoGc2NvcGVzGAUgAygJEhoKEmxlZGdlcl93aW5kb3dfZGF5cxgGIAEoBRIeChZtYXhfbGVkZ2VyX3dpbmRvd19kYXlzGAcgASgFEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmNvbnNlbnRfaWQYCSABKAkSFAoMcmVkaXJlY3RfdXJsGAogASgJEi4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmRlY2lkZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImIKBlN0YXR1cxIWChJTVEFUVVNfVU5TUEVDSUZJRUQQABILCgdQRU5ESU5HEAESDAoIQUNDRVBURUQQAhIMCghERUNMSU5FRBADEgsKB0VYUElSRUQQBBIKCgZMT0NLRUQQBSIfChFHZXRDb25zZW50UmVxdWVzdBIKCgJpZBgBIAEoCSI6ChJHZXRDb25zZW50UmVzcG9uc2USJAoHY29uc2VudBgBIAEoCzITLnBhcnRuZXIudjEuQ29uc2VudCIoChVHZXRVc2VyQ29uc2VudFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCSI+ChZHZXRVc2VyQ29uc2VudFJlc3BvbnNlEiQKB2NvbnNlbnQYASABKAsyEy5wYXJ0bmVyLnYxLkNvbnNlbnQiIgoUUmV2b2tlQ29uc2VudFJlcXVlc3QSCgoCaWQYASABKAkiPQoVUmV2b2tlQ29uc2VudFJlc3BvbnNlEiQKB2NvbnNlbnQYASABKAsyEy5wYXJ0bmVyLnYxLkNvbnNlbnQi/gIKGENyZWF0ZUNvbnNlbnRMaW5rUmVxdWVzdBIxCgxwaG9uZV9udW1iZXIYASABKAlCG7pIGHIWMhReXCtbMS05XVswLTldezcsMTR9JBJ4CgZzY29wZXMYAiADKAlCaLpIZZIBYggBIl5yXFIIc3RhbmRpbmdSEHNpZ25hbHMuc3RhbmRpbmdSDHNpZ25hbHMud29ya1IQc2lnbmFscy5jYXNoZmxvd1IGbGVkZ2VyUgNreWNSEXJlcGF5bWVudF9oaXN0b3J5EiYKEmxlZGdlcl93aW5kb3dfZGF5cxgDIAEoBUIKukgHGgUY7QIoARItChZtYXhfbGVkZ2VyX3dpbmRvd19kYXlzGAQgASgFQg26SArYAQEaBRjtAigBEikKEGV4cGlyZXNfaW5faG91cnMYBSABKAVCCrpIBxoFGKgBKAFIAIgBARIeCgxyZWRpcmVjdF91cmwYBiABKAlCCLpIBXIDGIAQQhMKEV9leHBpcmVzX2luX2hvdXJzIkoKGUNyZWF0ZUNvbnNlbnRMaW5rUmVzcG9uc2USLQoMY29uc2VudF9saW5rGAEgASgLMhcucGFydG5lci52MS5Db25zZW50TGluayIjChVHZXRDb25zZW50TGlua1JlcXVlc3QSCgoCaWQYASABKAkiRwoWR2V0Q29uc2VudExpbmtSZXNwb25zZRItCgxjb25zZW50X2xpbmsYASABKAsyFy5wYXJ0bmVyLnYxLkNvbnNlbnRMaW5rItwBChNMaXN0Q29uc2VudHNSZXF1ZXN0EhsKBWxpbWl0GAEgASgFQgy6SAnYAQEaBBhkKAESPgoOc3RhcnRpbmdfYWZ0ZXIYAiABKAlCJrpII9gBAXIeMhxeY25zX1swLTlBLUhKS01OUC1UVi1aXXsyNn0kEjQKBnN0YXR1cxgDIAEoDjIaLnBhcnRuZXIudjEuQ29uc2VudC5TdGF0dXNCCLpIBYIBAhABEjIKB3VzZXJfaWQYBCABKAlCIbpIHtgBAXIZMhdedXNyX1swLTlBLVphLXpdezEsNjR9JCJPChRMaXN0Q29uc2VudHNSZXNwb25zZRIlCghjb25zZW50cxgBIAMoCzITLnBhcnRuZXIudjEuQ29uc2VudBIQCghoYXNfbW9yZRgCIAEoCCKwAQoXTGlzdENvbnNlbnRMaW5rc1JlcXVlc3QSGwoFbGltaXQYASABKAVCDLpICdgBARoEGGQoARI+Cg5zdGFydGluZ19hZnRlchgCIAEoCUImukgj2AEBch4yHF5jbmxfWzAtOUEtSEpLTU5QLVRWLVpdezI2fSQSOAoGc3RhdHVzGAMgASgOMh4ucGFydG5lci52MS5Db25zZW50TGluay5TdGF0dXNCCLpIBYIBAhABIlwKGExpc3RDb25zZW50TGlua3NSZXNwb25zZRIuCg1jb25zZW50X2xpbmtzGAEgAygLMhcucGFydG5lci52MS5Db25zZW50TGluaxIQCghoYXNfbW9yZRgCIAEoCDLQBwoOQ29uc2VudFNlcnZpY2USegoKR2V0Q29uc2VudBIdLnBhcnRuZXIudjEuR2V0Q29uc2VudFJlcXVlc3QaHi5wYXJ0bmVyLnYxLkdldENvbnNlbnRSZXNwb25zZSItkAIBgtPkkwIkYgdjb25zZW50EhkvcGFydG5lci92MS9jb25zZW50cy97aWR9EpABCg5HZXRVc2VyQ29uc2VudBIhLnBhcnRuZXIudjEuR2V0VXNlckNvbnNlbnRSZXF1ZXN0GiIucGFydG5lci52MS5HZXRVc2VyQ29uc2VudFJlc3BvbnNlIjeQAgGC0+STAi5iB2NvbnNlbnQSIy9wYXJ0bmVyL3YxL3VzZXJzL3t1c2VyX2lkfS9jb25zZW50EnIKDExpc3RDb25zZW50cxIfLnBhcnRuZXIudjEuTGlzdENvbnNlbnRzUmVxdWVzdBogLnBhcnRuZXIudjEuTGlzdENvbnNlbnRzUmVzcG9uc2UiH5ACAYLT5JMCFhIUL3BhcnRuZXIvdjEvY29uc2VudHMSigEKDVJldm9rZUNvbnNlbnQSIC5wYXJ0bmVyLnYxLlJldm9rZUNvbnNlbnRSZXF1ZXN0GiEucGFydG5lci52MS5SZXZva2VDb25zZW50UmVzcG9uc2UiNILT5JMCLjoBKmIHY29uc2VudCIgL3BhcnRuZXIvdjEvY29uc2VudHMve2lkfS9yZXZva2USlAEKEUNyZWF0ZUNvbnNlbnRMaW5rEiQucGFydG5lci52MS5DcmVhdGVDb25zZW50TGlua1JlcXVlc3QaJS5wYXJ0bmVyLnYxLkNyZWF0ZUNvbnNlbnRMaW5rUmVzcG9uc2UiMoLT5JMCLDoBKmIMY29uc2VudF9saW5rIhkvcGFydG5lci92MS9jb25zZW50LWxpbmtzEpABCg5HZXRDb25zZW50TGluaxIhLnBhcnRuZXIudjEuR2V0Q29uc2VudExpbmtSZXF1ZXN0GiIucGFydG5lci52MS5HZXRDb25zZW50TGlua1Jlc3BvbnNlIjeQAgGC0+STAi5iDGNvbnNlbnRfbGluaxIeL3BhcnRuZXIvdjEvY29uc2VudC1saW5rcy97aWR9EoMBChBMaXN0Q29uc2VudExpbmtzEiMucGFydG5lci52MS5MaXN0Q29uc2VudExpbmtzUmVxdWVzdBokLnBhcnRuZXIudjEuTGlzdENvbnNlbnRMaW5rc1Jlc3BvbnNlIiSQAgGC0+STAhsSGS9wYXJ0bmVyL3YxL2NvbnNlbnQtbGlua3NC5wEKImNvbS5wYXJ0bmVydW5kZXJ3cml0aW5nLnBhcnRuZXIudjFCDUNvbnNlbnRzUHJvdG9QAVo/Z2l0aHViLmNvbS9wYXJ0bmVyLXVuZGVyd3JpdGluZy9hcGkvZ2VuL2dvL3BhcnRuZXIvdjE7cGFydG5lcnYxogIDUFVQqgIeUGFydG5lclVuZGVyd3JpdGluZy5QYXJ0bmVyLlYxugIDUFVQygIeUGFydG5lclVuZGVyd3JpdGluZ1xQYXJ0bmVyXFYx6gIgUGFydG5lclVuZGVyd3JpdGluZzo6UGFydG5lcjo6VjFiBnByb3RvMw", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * Consent is a person's permission for one partner, in one environment, to read their data.
@@ -735,6 +735,142 @@ export const GetConsentLinkResponseSchema: GenMessage<GetConsentLinkResponse> = 
   messageDesc(file_partner_v1_consents, 12);
 
 /**
+ * ListConsentsRequest asks for one page of the caller's consents.
+ *
+ * @generated from message partner.v1.ListConsentsRequest
+ */
+export type ListConsentsRequest = Message<"partner.v1.ListConsentsRequest"> & {
+  /**
+   * 1 to 100; 20 when unset (or 0).
+   *
+   * @generated from field: int32 limit = 1;
+   */
+  limit: number;
+
+  /**
+   * The last `cns_` id of the previous page: this page starts after it. It must be one of the caller's own
+   * consents (of this environment), else 400 `invalid_argument`.
+   *
+   * @generated from field: string starting_after = 2;
+   */
+  startingAfter: string;
+
+  /**
+   * Only consents in this status (ACTIVE, REVOKED or EXPIRED); every status when unset.
+   *
+   * @generated from field: partner.v1.Consent.Status status = 3;
+   */
+  status: Consent_Status;
+
+  /**
+   * Only this user's consents (`usr_…`); everyone's when unset.
+   *
+   * @generated from field: string user_id = 4;
+   */
+  userId: string;
+};
+
+/**
+ * Describes the message partner.v1.ListConsentsRequest.
+ * Use `create(ListConsentsRequestSchema)` to create a new message.
+ */
+export const ListConsentsRequestSchema: GenMessage<ListConsentsRequest> = /*@__PURE__*/
+  messageDesc(file_partner_v1_consents, 13);
+
+/**
+ * ListConsentsResponse is one page, newest first.
+ *
+ * @generated from message partner.v1.ListConsentsResponse
+ */
+export type ListConsentsResponse = Message<"partner.v1.ListConsentsResponse"> & {
+  /**
+   * Newest first, at most `limit`.
+   *
+   * @generated from field: repeated partner.v1.Consent consents = 1;
+   */
+  consents: Consent[];
+
+  /**
+   * True when older consents remain: ask again with `starting_after` set to the last id.
+   *
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message partner.v1.ListConsentsResponse.
+ * Use `create(ListConsentsResponseSchema)` to create a new message.
+ */
+export const ListConsentsResponseSchema: GenMessage<ListConsentsResponse> = /*@__PURE__*/
+  messageDesc(file_partner_v1_consents, 14);
+
+/**
+ * ListConsentLinksRequest asks for one page of the caller's consent links.
+ *
+ * @generated from message partner.v1.ListConsentLinksRequest
+ */
+export type ListConsentLinksRequest = Message<"partner.v1.ListConsentLinksRequest"> & {
+  /**
+   * 1 to 100; 20 when unset (or 0).
+   *
+   * @generated from field: int32 limit = 1;
+   */
+  limit: number;
+
+  /**
+   * The last `cnl_` id of the previous page: this page starts after it. It must be one of the caller's own
+   * links (of this environment), else 400 `invalid_argument`.
+   *
+   * @generated from field: string starting_after = 2;
+   */
+  startingAfter: string;
+
+  /**
+   * Only links in this status (PENDING, ACCEPTED, DECLINED, EXPIRED or LOCKED), as GetConsentLink shows it;
+   * every status when unset.
+   *
+   * @generated from field: partner.v1.ConsentLink.Status status = 3;
+   */
+  status: ConsentLink_Status;
+};
+
+/**
+ * Describes the message partner.v1.ListConsentLinksRequest.
+ * Use `create(ListConsentLinksRequestSchema)` to create a new message.
+ */
+export const ListConsentLinksRequestSchema: GenMessage<ListConsentLinksRequest> = /*@__PURE__*/
+  messageDesc(file_partner_v1_consents, 15);
+
+/**
+ * ListConsentLinksResponse is one page, newest first.
+ *
+ * @generated from message partner.v1.ListConsentLinksResponse
+ */
+export type ListConsentLinksResponse = Message<"partner.v1.ListConsentLinksResponse"> & {
+  /**
+   * Newest first, at most `limit`, each with its `url`.
+   *
+   * @generated from field: repeated partner.v1.ConsentLink consent_links = 1;
+   */
+  consentLinks: ConsentLink[];
+
+  /**
+   * True when older links remain: ask again with `starting_after` set to the last id.
+   *
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message partner.v1.ListConsentLinksResponse.
+ * Use `create(ListConsentLinksResponseSchema)` to create a new message.
+ */
+export const ListConsentLinksResponseSchema: GenMessage<ListConsentLinksResponse> = /*@__PURE__*/
+  messageDesc(file_partner_v1_consents, 16);
+
+/**
  * ConsentService reads and ends consents, and creates consent links.
  * No snapshot is read without an ACTIVE consent of the caller's partner and environment for that user.
  *
@@ -763,6 +899,19 @@ export const ConsentService: GenService<{
     methodKind: "unary";
     input: typeof GetUserConsentRequestSchema;
     output: typeof GetUserConsentResponseSchema;
+  },
+  /**
+   * The caller's consents, newest first (ids are time-ordered), a page at a time: `limit` (1 to 100, 20 when
+   * unset) and, while `hasMore`, the next page with `starting_after` set to the last id. Optional filters:
+   * `status` (ACTIVE, REVOKED or EXPIRED) and `user_id`. Pages neither skip nor repeat a consent when new ones
+   * are granted meanwhile (those come before the first page).
+   *
+   * @generated from rpc partner.v1.ConsentService.ListConsents
+   */
+  listConsents: {
+    methodKind: "unary";
+    input: typeof ListConsentsRequestSchema;
+    output: typeof ListConsentsResponseSchema;
   },
   /**
    * The partner ends a consent. Emits `consent.revoked` with `revokedBy: PARTNER`.
@@ -794,6 +943,18 @@ export const ConsentService: GenService<{
     methodKind: "unary";
     input: typeof GetConsentLinkRequestSchema;
     output: typeof GetConsentLinkResponseSchema;
+  },
+  /**
+   * The caller's consent links, newest first (ids are time-ordered), each as GetConsentLink answers it (its
+   * `url` included), a page at a time like ListConsents. Optional filter: `status`, as GetConsentLink shows
+   * it (a PENDING link past its `expiresAt` is EXPIRED).
+   *
+   * @generated from rpc partner.v1.ConsentService.ListConsentLinks
+   */
+  listConsentLinks: {
+    methodKind: "unary";
+    input: typeof ListConsentLinksRequestSchema;
+    output: typeof ListConsentLinksResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_partner_v1_consents, 0);

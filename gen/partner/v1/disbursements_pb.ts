@@ -14,7 +14,7 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file partner/v1/disbursements.proto.
  */
 export const file_partner_v1_disbursements: GenFile = /*@__PURE__*/
-  fileDesc("Ch5wYXJ0bmVyL3YxL2Rpc2J1cnNlbWVudHMucHJvdG8SCnBhcnRuZXIudjEivQQKCVJlcGF5bWVudBIKCgJpZBgBIAEoCRIXCg9kaXNidXJzZW1lbnRfaWQYAiABKAkSCwoDc2VxGAMgASgFEhAKCGR1ZV9kYXRlGAQgASgJEhMKC2Ftb3VudF9rb2JvGAUgASgDEiwKBnN0YXR1cxgGIAEoDjIcLnBhcnRuZXIudjEuUmVwYXltZW50LlN0YXR1cxIQCghhdHRlbXB0cxgHIAEoBRIXCg9uZXh0X2F0dGVtcHRfYXQYCCABKAkSFAoMbGFzdF9mYWlsdXJlGAkgASgJEhQKDGNvbGxlY3RlZF9hdBgKIAEoCRIsCgZyZWZ1bmQYCyABKAsyHC5wYXJ0bmVyLnYxLlJlcGF5bWVudC5SZWZ1bmQayAEKBlJlZnVuZBIzCgZzdGF0dXMYASABKA4yIy5wYXJ0bmVyLnYxLlJlcGF5bWVudC5SZWZ1bmQuU3RhdHVzEhMKC2Ftb3VudF9rb2JvGAIgASgDEhMKC3JlZnVuZGVkX2F0GAMgASgJEhYKDmZhaWx1cmVfcmVhc29uGAQgASgJIkcKBlN0YXR1cxIWChJTVEFUVVNfVU5TUEVDSUZJRUQQABILCgdQRU5ESU5HEAESDAoIUkVGVU5ERUQQAhIKCgZGQUlMRUQQAyJZCgZTdGF0dXMSFgoSU1RBVFVTX1VOU1BFQ0lGSUVEEAASDQoJU0NIRURVTEVEEAESDQoJQ09MTEVDVEVEEAISCgoGRkFJTEVEEAMSDQoJQ0FOQ0VMTEVEEAQiMAoVTGlzdFJlcGF5bWVudHNSZXF1ZXN0EhcKD2Rpc2J1cnNlbWVudF9pZBgBIAEoCSJVChZMaXN0UmVwYXltZW50c1Jlc3BvbnNlEikKCnJlcGF5bWVudHMYASADKAsyFS5wYXJ0bmVyLnYxLlJlcGF5bWVudBIQCghoYXNfbW9yZRgCIAEoCCJwCglCb29rRW50cnkSDAoEa2luZBgBIAEoCRITCgthbW91bnRfa29ibxgCIAEoAxIXCg9kaXNidXJzZW1lbnRfaWQYAyABKAkSFAoMcmVwYXltZW50X2lkGAQgASgJEhEKCWJvb2tlZF9hdBgFIAEoCSKxAQoPR2V0Qm9va3NSZXF1ZXN0EjQKBGZyb20YASABKAlCJrpII9gBAXIeMhxeWzAtOV17NH0tWzAtOV17Mn0tWzAtOV17Mn0kEjIKAnRvGAIgASgJQia6SCPYAQFyHjIcXlswLTldezR9LVswLTldezJ9LVswLTldezJ9JBIcCgVsaW1pdBgDIAEoBUINukgK2AEBGgUY6AcoARIWCg5zdGFydGluZ19hZnRlchgEIAEoCSLcAQoQR2V0Qm9va3NSZXNwb25zZRImCgdlbnRyaWVzGAEgAygLMhUucGFydG5lci52MS5Cb29rRW50cnkSGgoScHJpbmNpcGFsX291dF9rb2JvGAIgASgDEhEKCWZlZXNfa29ibxgDIAEoAxIaChJyZXBheW1lbnRzX2luX2tvYm8YBCABKAMSEAoIbmV0X2tvYm8YBSABKAMSFAoMcmVmdW5kc19rb2JvGAYgASgDEhAKCGhhc19tb3JlGAcgASgIEhsKE25leHRfc3RhcnRpbmdfYWZ0ZXIYCCABKAkingYKDERpc2J1cnNlbWVudBIKCgJpZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEi8KBnN0YXR1cxgDIAEoDjIfLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50LlN0YXR1cxIWCg5wcmluY2lwYWxfa29ibxgEIAEoAxIQCghmZWVfa29ibxgFIAEoAxIUCgxmZWVfcmF0ZV9icHMYBiABKAUSOQoLZGVzdGluYXRpb24YByABKA4yJC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudC5EZXN0aW5hdGlvbhIRCglyZWZlcmVuY2UYCCABKAkSOQoScmVwYXltZW50X3NjaGVkdWxlGAkgASgLMh0ucGFydG5lci52MS5SZXBheW1lbnRTY2hlZHVsZRIcChRzY2hlZHVsZV9hY2NlcHRlZF9hdBgKIAEoCRIWCg5mYWlsdXJlX3JlYXNvbhgLIAEoCRISCgpjcmVhdGVkX2F0GAwgASgJEhQKDGRlbGl2ZXJlZF9hdBgNIAEoCRIRCglmYWlsZWRfYXQYDiABKAkSEwoLcmV2ZXJzZWRfYXQYDyABKAkSFgoOYWNjZXB0YW5jZV91cmwYECABKAkSHQoVYWNjZXB0YW5jZV9leHBpcmVzX2F0GBEgASgJEjEKCmFjY2VwdGFuY2UYEiABKAsyHS5wYXJ0bmVyLnYxLk1hbmRhdGVBY2NlcHRhbmNlEhQKDGNhbmNlbGxlZF9hdBgTIAEoCRIcChR0b3RhbF9yZXBheWFibGVfa29ibxgUIAEoAyKOAQoGU3RhdHVzEhYKElNUQVRVU19VTlNQRUNJRklFRBAAEgsKB1BFTkRJTkcQARIOCgpQUk9DRVNTSU5HEAISDQoJREVMSVZFUkVEEAMSCgoGRkFJTEVEEAQSDAoIUkVWRVJTRUQQBRIXChNBV0FJVElOR19BQ0NFUFRBTkNFEAYSDQoJQ0FOQ0VMTEVEEAciQAoLRGVzdGluYXRpb24SGwoXREVTVElOQVRJT05fVU5TUEVDSUZJRUQQABIKCgZXQUxMRVQQARIICgRCQU5LEAIizQEKEU1hbmRhdGVBY2NlcHRhbmNlEjIKDmF1dGhlbnRpY2F0aW9uGAEgASgLMhoucGFydG5lci52MS5BdXRoZW50aWNhdGlvbhITCgthY2NlcHRlZF9hdBgCIAEoCRI5ChJyZXBheW1lbnRfc2NoZWR1bGUYAyABKAsyHS5wYXJ0bmVyLnYxLlJlcGF5bWVudFNjaGVkdWxlEhwKFHRvdGFsX3JlcGF5YWJsZV9rb2JvGAQgASgDEhYKDnByaW5jaXBhbF9rb2JvGAUgASgDIk4KEVJlcGF5bWVudFNjaGVkdWxlEjkKDGluc3RhbGxtZW50cxgBIAMoCzIXLnBhcnRuZXIudjEuSW5zdGFsbG1lbnRCCrpIB5IBBAgBEDwiYgoLSW5zdGFsbG1lbnQSNQoIZHVlX2RhdGUYASABKAlCI7pIIHIeMhxeWzAtOV17NH0tWzAtOV17Mn0tWzAtOV17Mn0kEhwKC2Ftb3VudF9rb2JvGAIgASgDQge6SAQiAiAAIuMCChlDcmVhdGVEaXNidXJzZW1lbnRSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSJgoOcHJpbmNpcGFsX2tvYm8YAiABKANCDrpICyIJGICglKWNHSgBEkUKC2Rlc3RpbmF0aW9uGAMgASgOMiQucGFydG5lci52MS5EaXNidXJzZW1lbnQuRGVzdGluYXRpb25CCrpIB4IBBBgBGAISLQoJcmVmZXJlbmNlGAQgASgJQhq6SBdyFTITXltceDIxLVx4N2VdezEsNjR9JBJBChJyZXBheW1lbnRfc2NoZWR1bGUYBSABKAsyHS5wYXJ0bmVyLnYxLlJlcGF5bWVudFNjaGVkdWxlQga6SAPIAQESIAoUc2NoZWR1bGVfYWNjZXB0ZWRfYXQYBiABKAlCAhgBEjIKG2FjY2VwdGFuY2VfZXhwaXJlc19pbl9ob3VycxgHIAEoBUINukgK2AEBGgUYqAEoASJMChpDcmVhdGVEaXNidXJzZW1lbnRSZXNwb25zZRIuCgxkaXNidXJzZW1lbnQYASABKAsyGC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudCIkChZHZXREaXNidXJzZW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIkkKF0dldERpc2J1cnNlbWVudFJlc3BvbnNlEi4KDGRpc2J1cnNlbWVudBgBIAEoCzIYLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50MscEChNEaXNidXJzZW1lbnRTZXJ2aWNlEpcBChJDcmVhdGVEaXNidXJzZW1lbnQSJS5wYXJ0bmVyLnYxLkNyZWF0ZURpc2J1cnNlbWVudFJlcXVlc3QaJi5wYXJ0bmVyLnYxLkNyZWF0ZURpc2J1cnNlbWVudFJlc3BvbnNlIjKC0+STAiw6ASpiDGRpc2J1cnNlbWVudCIZL3BhcnRuZXIvdjEvZGlzYnVyc2VtZW50cxKTAQoPR2V0RGlzYnVyc2VtZW50EiIucGFydG5lci52MS5HZXREaXNidXJzZW1lbnRSZXF1ZXN0GiMucGFydG5lci52MS5HZXREaXNidXJzZW1lbnRSZXNwb25zZSI3kAIBgtPkkwIuYgxkaXNidXJzZW1lbnQSHi9wYXJ0bmVyL3YxL2Rpc2J1cnNlbWVudHMve2lkfRKaAQoOTGlzdFJlcGF5bWVudHMSIS5wYXJ0bmVyLnYxLkxpc3RSZXBheW1lbnRzUmVxdWVzdBoiLnBhcnRuZXIudjEuTGlzdFJlcGF5bWVudHNSZXNwb25zZSJBkAIBgtPkkwI4EjYvcGFydG5lci92MS9kaXNidXJzZW1lbnRzL3tkaXNidXJzZW1lbnRfaWR9L3JlcGF5bWVudHMSYwoIR2V0Qm9va3MSGy5wYXJ0bmVyLnYxLkdldEJvb2tzUmVxdWVzdBocLnBhcnRuZXIudjEuR2V0Qm9va3NSZXNwb25zZSIckAIBgtPkkwITEhEvcGFydG5lci92MS9ib29rc0LsAQoiY29tLnBhcnRuZXJ1bmRlcndyaXRpbmcucGFydG5lci52MUISRGlzYnVyc2VtZW50c1Byb3RvUAFaP2dpdGh1Yi5jb20vcGFydG5lci11bmRlcndyaXRpbmcvYXBpL2dlbi9nby9wYXJ0bmVyL3YxO3BhcnRuZXJ2MaICA1BVUKoCHlBhcnRuZXJVbmRlcndyaXRpbmcuUGFydG5lci5WMboCA1BVUMoCHlBhcnRuZXJVbmRlcndyaXRpbmdcUGFydG5lclxWMeoCIFBhcnRuZXJVbmRlcndyaXRpbmc6OlBhcnRuZXI6OlYxYgZwcm90bzM", [file_buf_validate_validate, file_google_api_annotations, file_partner_v1_consents]);
+  fileDesc("Ch5wYXJ0bmVyL3YxL2Rpc2J1cnNlbWVudHMucHJvdG8SCnBhcnRuZXIudjEivQQKCVJlcGF5bWVudBIKCgJpZBgBIAEoCRIXCg9kaXNidXJzZW1lbnRfaWQYAiABKAkSCwoDc2VxGAMgASgFEhAKCGR1ZV9kYXRlGAQgASgJEhMKC2Ftb3VudF9rb2JvGAUgASgDEiwKBnN0YXR1cxgGIAEoDjIcLnBhcnRuZXIudjEuUmVwYXltZW50LlN0YXR1cxIQCghhdHRlbXB0cxgHIAEoBRIXCg9uZXh0X2F0dGVtcHRfYXQYCCABKAkSFAoMbGFzdF9mYWlsdXJlGAkgASgJEhQKDGNvbGxlY3RlZF9hdBgKIAEoCRIsCgZyZWZ1bmQYCyABKAsyHC5wYXJ0bmVyLnYxLlJlcGF5bWVudC5SZWZ1bmQayAEKBlJlZnVuZBIzCgZzdGF0dXMYASABKA4yIy5wYXJ0bmVyLnYxLlJlcGF5bWVudC5SZWZ1bmQuU3RhdHVzEhMKC2Ftb3VudF9rb2JvGAIgASgDEhMKC3JlZnVuZGVkX2F0GAMgASgJEhYKDmZhaWx1cmVfcmVhc29uGAQgASgJIkcKBlN0YXR1cxIWChJTVEFUVVNfVU5TUEVDSUZJRUQQABILCgdQRU5ESU5HEAESDAoIUkVGVU5ERUQQAhIKCgZGQUlMRUQQAyJZCgZTdGF0dXMSFgoSU1RBVFVTX1VOU1BFQ0lGSUVEEAASDQoJU0NIRURVTEVEEAESDQoJQ09MTEVDVEVEEAISCgoGRkFJTEVEEAMSDQoJQ0FOQ0VMTEVEEAQiMAoVTGlzdFJlcGF5bWVudHNSZXF1ZXN0EhcKD2Rpc2J1cnNlbWVudF9pZBgBIAEoCSJVChZMaXN0UmVwYXltZW50c1Jlc3BvbnNlEikKCnJlcGF5bWVudHMYASADKAsyFS5wYXJ0bmVyLnYxLlJlcGF5bWVudBIQCghoYXNfbW9yZRgCIAEoCCJwCglCb29rRW50cnkSDAoEa2luZBgBIAEoCRITCgthbW91bnRfa29ibxgCIAEoAxIXCg9kaXNidXJzZW1lbnRfaWQYAyABKAkSFAoMcmVwYXltZW50X2lkGAQgASgJEhEKCWJvb2tlZF9hdBgFIAEoCSKxAQoPR2V0Qm9va3NSZXF1ZXN0EjQKBGZyb20YASABKAlCJrpII9gBAXIeMhxeWzAtOV17NH0tWzAtOV17Mn0tWzAtOV17Mn0kEjIKAnRvGAIgASgJQia6SCPYAQFyHjIcXlswLTldezR9LVswLTldezJ9LVswLTldezJ9JBIcCgVsaW1pdBgDIAEoBUINukgK2AEBGgUY6AcoARIWCg5zdGFydGluZ19hZnRlchgEIAEoCSLcAQoQR2V0Qm9va3NSZXNwb25zZRImCgdlbnRyaWVzGAEgAygLMhUucGFydG5lci52MS5Cb29rRW50cnkSGgoScHJpbmNpcGFsX291dF9rb2JvGAIgASgDEhEKCWZlZXNfa29ibxgDIAEoAxIaChJyZXBheW1lbnRzX2luX2tvYm8YBCABKAMSEAoIbmV0X2tvYm8YBSABKAMSFAoMcmVmdW5kc19rb2JvGAYgASgDEhAKCGhhc19tb3JlGAcgASgIEhsKE25leHRfc3RhcnRpbmdfYWZ0ZXIYCCABKAkingYKDERpc2J1cnNlbWVudBIKCgJpZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEi8KBnN0YXR1cxgDIAEoDjIfLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50LlN0YXR1cxIWCg5wcmluY2lwYWxfa29ibxgEIAEoAxIQCghmZWVfa29ibxgFIAEoAxIUCgxmZWVfcmF0ZV9icHMYBiABKAUSOQoLZGVzdGluYXRpb24YByABKA4yJC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudC5EZXN0aW5hdGlvbhIRCglyZWZlcmVuY2UYCCABKAkSOQoScmVwYXltZW50X3NjaGVkdWxlGAkgASgLMh0ucGFydG5lci52MS5SZXBheW1lbnRTY2hlZHVsZRIcChRzY2hlZHVsZV9hY2NlcHRlZF9hdBgKIAEoCRIWCg5mYWlsdXJlX3JlYXNvbhgLIAEoCRISCgpjcmVhdGVkX2F0GAwgASgJEhQKDGRlbGl2ZXJlZF9hdBgNIAEoCRIRCglmYWlsZWRfYXQYDiABKAkSEwoLcmV2ZXJzZWRfYXQYDyABKAkSFgoOYWNjZXB0YW5jZV91cmwYECABKAkSHQoVYWNjZXB0YW5jZV9leHBpcmVzX2F0GBEgASgJEjEKCmFjY2VwdGFuY2UYEiABKAsyHS5wYXJ0bmVyLnYxLk1hbmRhdGVBY2NlcHRhbmNlEhQKDGNhbmNlbGxlZF9hdBgTIAEoCRIcChR0b3RhbF9yZXBheWFibGVfa29ibxgUIAEoAyKOAQoGU3RhdHVzEhYKElNUQVRVU19VTlNQRUNJRklFRBAAEgsKB1BFTkRJTkcQARIOCgpQUk9DRVNTSU5HEAISDQoJREVMSVZFUkVEEAMSCgoGRkFJTEVEEAQSDAoIUkVWRVJTRUQQBRIXChNBV0FJVElOR19BQ0NFUFRBTkNFEAYSDQoJQ0FOQ0VMTEVEEAciQAoLRGVzdGluYXRpb24SGwoXREVTVElOQVRJT05fVU5TUEVDSUZJRUQQABIKCgZXQUxMRVQQARIICgRCQU5LEAIizQEKEU1hbmRhdGVBY2NlcHRhbmNlEjIKDmF1dGhlbnRpY2F0aW9uGAEgASgLMhoucGFydG5lci52MS5BdXRoZW50aWNhdGlvbhITCgthY2NlcHRlZF9hdBgCIAEoCRI5ChJyZXBheW1lbnRfc2NoZWR1bGUYAyABKAsyHS5wYXJ0bmVyLnYxLlJlcGF5bWVudFNjaGVkdWxlEhwKFHRvdGFsX3JlcGF5YWJsZV9rb2JvGAQgASgDEhYKDnByaW5jaXBhbF9rb2JvGAUgASgDIk4KEVJlcGF5bWVudFNjaGVkdWxlEjkKDGluc3RhbGxtZW50cxgBIAMoCzIXLnBhcnRuZXIudjEuSW5zdGFsbG1lbnRCCrpIB5IBBAgBEDwiYgoLSW5zdGFsbG1lbnQSNQoIZHVlX2RhdGUYASABKAlCI7pIIHIeMhxeWzAtOV17NH0tWzAtOV17Mn0tWzAtOV17Mn0kEhwKC2Ftb3VudF9rb2JvGAIgASgDQge6SAQiAiAAIuMCChlDcmVhdGVEaXNidXJzZW1lbnRSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSJgoOcHJpbmNpcGFsX2tvYm8YAiABKANCDrpICyIJGICglKWNHSgBEkUKC2Rlc3RpbmF0aW9uGAMgASgOMiQucGFydG5lci52MS5EaXNidXJzZW1lbnQuRGVzdGluYXRpb25CCrpIB4IBBBgBGAISLQoJcmVmZXJlbmNlGAQgASgJQhq6SBdyFTITXltceDIxLVx4N2VdezEsNjR9JBJBChJyZXBheW1lbnRfc2NoZWR1bGUYBSABKAsyHS5wYXJ0bmVyLnYxLlJlcGF5bWVudFNjaGVkdWxlQga6SAPIAQESIAoUc2NoZWR1bGVfYWNjZXB0ZWRfYXQYBiABKAlCAhgBEjIKG2FjY2VwdGFuY2VfZXhwaXJlc19pbl9ob3VycxgHIAEoBUINukgK2AEBGgUYqAEoASJMChpDcmVhdGVEaXNidXJzZW1lbnRSZXNwb25zZRIuCgxkaXNidXJzZW1lbnQYASABKAsyGC5wYXJ0bmVyLnYxLkRpc2J1cnNlbWVudCIkChZHZXREaXNidXJzZW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIkkKF0dldERpc2J1cnNlbWVudFJlc3BvbnNlEi4KDGRpc2J1cnNlbWVudBgBIAEoCzIYLnBhcnRuZXIudjEuRGlzYnVyc2VtZW50IuYBChhMaXN0RGlzYnVyc2VtZW50c1JlcXVlc3QSGwoFbGltaXQYASABKAVCDLpICdgBARoEGGQoARI+Cg5zdGFydGluZ19hZnRlchgCIAEoCUImukgj2AEBch4yHF5kc2JfWzAtOUEtSEpLTU5QLVRWLVpdezI2fSQSOQoGc3RhdHVzGAMgASgOMh8ucGFydG5lci52MS5EaXNidXJzZW1lbnQuU3RhdHVzQgi6SAWCAQIQARIyCgd1c2VyX2lkGAQgASgJQiG6SB7YAQFyGTIXXnVzcl9bMC05QS1aYS16XXsxLDY0fSQiXgoZTGlzdERpc2J1cnNlbWVudHNSZXNwb25zZRIvCg1kaXNidXJzZW1lbnRzGAEgAygLMhgucGFydG5lci52MS5EaXNidXJzZW1lbnQSEAoIaGFzX21vcmUYAiABKAgiewoVR2V0Qm9va3NTZXJpZXNSZXF1ZXN0EjEKBGZyb20YASABKAlCI7pIIHIeMhxeWzAtOV17NH0tWzAtOV17Mn0tWzAtOV17Mn0kEi8KAnRvGAIgASgJQiO6SCByHjIcXlswLTldezR9LVswLTldezJ9LVswLTldezJ9JCKLAQoIQm9va3NEYXkSDAoEZGF0ZRgBIAEoCRIaChJwcmluY2lwYWxfb3V0X2tvYm8YAiABKAMSEQoJZmVlc19rb2JvGAMgASgDEhoKEnJlcGF5bWVudHNfaW5fa29ibxgEIAEoAxIUCgxyZWZ1bmRzX2tvYm8YBSABKAMSEAoIbmV0X2tvYm8YBiABKAMiPAoWR2V0Qm9va3NTZXJpZXNSZXNwb25zZRIiCgRkYXlzGAEgAygLMhQucGFydG5lci52MS5Cb29rc0RheTLOBgoTRGlzYnVyc2VtZW50U2VydmljZRKXAQoSQ3JlYXRlRGlzYnVyc2VtZW50EiUucGFydG5lci52MS5DcmVhdGVEaXNidXJzZW1lbnRSZXF1ZXN0GiYucGFydG5lci52MS5DcmVhdGVEaXNidXJzZW1lbnRSZXNwb25zZSIygtPkkwIsOgEqYgxkaXNidXJzZW1lbnQiGS9wYXJ0bmVyL3YxL2Rpc2J1cnNlbWVudHMSkwEKD0dldERpc2J1cnNlbWVudBIiLnBhcnRuZXIudjEuR2V0RGlzYnVyc2VtZW50UmVxdWVzdBojLnBhcnRuZXIudjEuR2V0RGlzYnVyc2VtZW50UmVzcG9uc2UiN5ACAYLT5JMCLmIMZGlzYnVyc2VtZW50Eh4vcGFydG5lci92MS9kaXNidXJzZW1lbnRzL3tpZH0ShgEKEUxpc3REaXNidXJzZW1lbnRzEiQucGFydG5lci52MS5MaXN0RGlzYnVyc2VtZW50c1JlcXVlc3QaJS5wYXJ0bmVyLnYxLkxpc3REaXNidXJzZW1lbnRzUmVzcG9uc2UiJJACAYLT5JMCGxIZL3BhcnRuZXIvdjEvZGlzYnVyc2VtZW50cxKaAQoOTGlzdFJlcGF5bWVudHMSIS5wYXJ0bmVyLnYxLkxpc3RSZXBheW1lbnRzUmVxdWVzdBoiLnBhcnRuZXIudjEuTGlzdFJlcGF5bWVudHNSZXNwb25zZSJBkAIBgtPkkwI4EjYvcGFydG5lci92MS9kaXNidXJzZW1lbnRzL3tkaXNidXJzZW1lbnRfaWR9L3JlcGF5bWVudHMSYwoIR2V0Qm9va3MSGy5wYXJ0bmVyLnYxLkdldEJvb2tzUmVxdWVzdBocLnBhcnRuZXIudjEuR2V0Qm9va3NSZXNwb25zZSIckAIBgtPkkwITEhEvcGFydG5lci92MS9ib29rcxJ8Cg5HZXRCb29rc1NlcmllcxIhLnBhcnRuZXIudjEuR2V0Qm9va3NTZXJpZXNSZXF1ZXN0GiIucGFydG5lci52MS5HZXRCb29rc1Nlcmllc1Jlc3BvbnNlIiOQAgGC0+STAhoSGC9wYXJ0bmVyL3YxL2Jvb2tzL3Nlcmllc0LsAQoiY29tLnBhcnRuZXJ1bmRlcndyaXRpbmcucGFydG5lci52MUISRGlzYnVyc2VtZW50c1Byb3RvUAFaP2dpdGh1Yi5jb20vcGFydG5lci11bmRlcndyaXRpbmcvYXBpL2dlbi9nby9wYXJ0bmVyL3YxO3BhcnRuZXJ2MaICA1BVUKoCHlBhcnRuZXJVbmRlcndyaXRpbmcuUGFydG5lci5WMboCA1BVUMoCHlBhcnRuZXJVbmRlcndyaXRpbmdcUGFydG5lclxWMeoCIFBhcnRuZXJVbmRlcndyaXRpbmc6OlBhcnRuZXI6OlYxYgZwcm90bzM", [file_buf_validate_validate, file_google_api_annotations, file_partner_v1_consents]);
 
 /**
  * Repayment is one installment and its collection by direct debit.
@@ -977,6 +977,184 @@ export const GetDisbursementResponseSchema: GenMessage<GetDisbursementResponse> 
   messageDesc(file_partner_v1_disbursements, 13);
 
 /**
+ * ListDisbursementsRequest asks for one page of the caller's disbursements.
+ *
+ * @generated from message partner.v1.ListDisbursementsRequest
+ */
+export type ListDisbursementsRequest = Message<"partner.v1.ListDisbursementsRequest"> & {
+  /**
+   * 1 to 100; 20 when unset (or 0).
+   *
+   * @generated from field: int32 limit = 1;
+   */
+  limit: number;
+
+  /**
+   * The last `dsb_` id of the previous page: this page starts after it. It must be one of the caller's own
+   * disbursements (of this environment), else 400 `invalid_argument`.
+   *
+   * @generated from field: string starting_after = 2;
+   */
+  startingAfter: string;
+
+  /**
+   * Only disbursements in this status, as GetDisbursement shows it; every status when unset.
+   *
+   * @generated from field: partner.v1.Disbursement.Status status = 3;
+   */
+  status: Disbursement_Status;
+
+  /**
+   * Only this user's disbursements (`usr_…`); everyone's when unset.
+   *
+   * @generated from field: string user_id = 4;
+   */
+  userId: string;
+};
+
+/**
+ * Describes the message partner.v1.ListDisbursementsRequest.
+ * Use `create(ListDisbursementsRequestSchema)` to create a new message.
+ */
+export const ListDisbursementsRequestSchema: GenMessage<ListDisbursementsRequest> = /*@__PURE__*/
+  messageDesc(file_partner_v1_disbursements, 14);
+
+/**
+ * ListDisbursementsResponse is one page, newest first.
+ *
+ * @generated from message partner.v1.ListDisbursementsResponse
+ */
+export type ListDisbursementsResponse = Message<"partner.v1.ListDisbursementsResponse"> & {
+  /**
+   * Newest first, at most `limit`.
+   *
+   * @generated from field: repeated partner.v1.Disbursement disbursements = 1;
+   */
+  disbursements: Disbursement[];
+
+  /**
+   * True when older disbursements remain: ask again with `starting_after` set to the last id.
+   *
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message partner.v1.ListDisbursementsResponse.
+ * Use `create(ListDisbursementsResponseSchema)` to create a new message.
+ */
+export const ListDisbursementsResponseSchema: GenMessage<ListDisbursementsResponse> = /*@__PURE__*/
+  messageDesc(file_partner_v1_disbursements, 15);
+
+/**
+ * GetBooksSeriesRequest bounds the period: real dates, `to` not before `from`, at most 366 days in all (else
+ * 422 `validation_failed` naming the field).
+ *
+ * @generated from message partner.v1.GetBooksSeriesRequest
+ */
+export type GetBooksSeriesRequest = Message<"partner.v1.GetBooksSeriesRequest"> & {
+  /**
+   * First day, `YYYY-MM-DD` (Africa/Lagos), inclusive, from 1970-01-01 to 9999-12-30.
+   *
+   * @generated from field: string from = 1;
+   */
+  from: string;
+
+  /**
+   * Last day, inclusive, in the same range, not before `from` and at most 365 days after it.
+   *
+   * @generated from field: string to = 2;
+   */
+  to: string;
+};
+
+/**
+ * Describes the message partner.v1.GetBooksSeriesRequest.
+ * Use `create(GetBooksSeriesRequestSchema)` to create a new message.
+ */
+export const GetBooksSeriesRequestSchema: GenMessage<GetBooksSeriesRequest> = /*@__PURE__*/
+  messageDesc(file_partner_v1_disbursements, 16);
+
+/**
+ * BooksDay is one day of the partner's books: the sums of its entries (signed kobo, out negative), netted as
+ * GetBooks nets them.
+ *
+ * @generated from message partner.v1.BooksDay
+ */
+export type BooksDay = Message<"partner.v1.BooksDay"> & {
+  /**
+   * `YYYY-MM-DD`, Africa/Lagos.
+   *
+   * @generated from field: string date = 1;
+   */
+  date: string;
+
+  /**
+   * PRINCIPAL_OUT and PRINCIPAL_REVERSED (negative: money lent).
+   *
+   * @generated from field: int64 principal_out_kobo = 2;
+   */
+  principalOutKobo: bigint;
+
+  /**
+   * FEE and FEE_REVERSED.
+   *
+   * @generated from field: int64 fees_kobo = 3;
+   */
+  feesKobo: bigint;
+
+  /**
+   * REPAYMENT_IN (positive: money collected).
+   *
+   * @generated from field: int64 repayments_in_kobo = 4;
+   */
+  repaymentsInKobo: bigint;
+
+  /**
+   * REPAYMENT_REFUND (negative).
+   *
+   * @generated from field: int64 refunds_kobo = 5;
+   */
+  refundsKobo: bigint;
+
+  /**
+   * Every entry of the day.
+   *
+   * @generated from field: int64 net_kobo = 6;
+   */
+  netKobo: bigint;
+};
+
+/**
+ * Describes the message partner.v1.BooksDay.
+ * Use `create(BooksDaySchema)` to create a new message.
+ */
+export const BooksDaySchema: GenMessage<BooksDay> = /*@__PURE__*/
+  messageDesc(file_partner_v1_disbursements, 17);
+
+/**
+ * GetBooksSeriesResponse holds every day of the period, oldest first.
+ *
+ * @generated from message partner.v1.GetBooksSeriesResponse
+ */
+export type GetBooksSeriesResponse = Message<"partner.v1.GetBooksSeriesResponse"> & {
+  /**
+   * One per day from `from` to `to`, oldest first, days without entries at zero.
+   *
+   * @generated from field: repeated partner.v1.BooksDay days = 1;
+   */
+  days: BooksDay[];
+};
+
+/**
+ * Describes the message partner.v1.GetBooksSeriesResponse.
+ * Use `create(GetBooksSeriesResponseSchema)` to create a new message.
+ */
+export const GetBooksSeriesResponseSchema: GenMessage<GetBooksSeriesResponse> = /*@__PURE__*/
+  messageDesc(file_partner_v1_disbursements, 18);
+
+/**
  * DisbursementService starts payouts and reports them. Money is kobo, as decimal strings
  * in JSON. Every create needs an `Idempotency-Key` (400 `idempotency_key_required`): a retry with the same
  * key returns the first result and never pays twice.
@@ -1010,6 +1188,19 @@ export const DisbursementService: GenService<{
     output: typeof GetDisbursementResponseSchema;
   },
   /**
+   * The caller's disbursements, newest first (ids are time-ordered), each as GetDisbursement answers it, a
+   * page at a time: `limit` (1 to 100, 20 when unset) and, while `hasMore`, the next page with
+   * `starting_after` set to the last id. Optional filters: `status` (as GetDisbursement shows it: a mandate
+   * past its time is CANCELLED) and `user_id`.
+   *
+   * @generated from rpc partner.v1.DisbursementService.ListDisbursements
+   */
+  listDisbursements: {
+    methodKind: "unary";
+    input: typeof ListDisbursementsRequestSchema;
+    output: typeof ListDisbursementsResponseSchema;
+  },
+  /**
    * The repayments (installments and their collection) of a disbursement, in schedule order.
    *
    * @generated from rpc partner.v1.DisbursementService.ListRepayments
@@ -1028,6 +1219,17 @@ export const DisbursementService: GenService<{
     methodKind: "unary";
     input: typeof GetBooksRequestSchema;
     output: typeof GetBooksResponseSchema;
+  },
+  /**
+   * The partner's books per day (Africa/Lagos) between two dates, at most 366 days: principal out, fees,
+   * repayments in and refunds of each day, every day of the period listed (zeros included), for a chart.
+   *
+   * @generated from rpc partner.v1.DisbursementService.GetBooksSeries
+   */
+  getBooksSeries: {
+    methodKind: "unary";
+    input: typeof GetBooksSeriesRequestSchema;
+    output: typeof GetBooksSeriesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_partner_v1_disbursements, 0);

@@ -51,6 +51,29 @@ const fieldTexts: Record<string, { text: FieldText; parent?: true }> = {
   "partner.v1.GetBooksRequest.from": { text: "must be a real date YYYY-MM-DD from 1970-01-01 to 9999-12-30" },
   "partner.v1.GetBooksRequest.to": { text: "must be a real date YYYY-MM-DD from 1970-01-01 to 9999-12-30" },
   "partner.v1.GetBooksRequest.limit": { text: "must be 1 to 1000" },
+  "partner.v1.GetBooksSeriesRequest.from": {
+    text: "must be a real date YYYY-MM-DD from 1970-01-01 to 9999-12-30",
+  },
+  "partner.v1.GetBooksSeriesRequest.to": {
+    text: "must be a real date YYYY-MM-DD from 1970-01-01 to 9999-12-30",
+  },
+  "partner.v1.ListConsentsRequest.limit": { text: "must be 1 to 100" },
+  "partner.v1.ListConsentsRequest.starting_after": { text: "must be a consent id from a previous page" },
+  "partner.v1.ListConsentsRequest.status": { text: "must be ACTIVE, REVOKED or EXPIRED" },
+  "partner.v1.ListConsentsRequest.user_id": { text: "must be a user id (usr_…)" },
+  "partner.v1.ListConsentLinksRequest.limit": { text: "must be 1 to 100" },
+  "partner.v1.ListConsentLinksRequest.starting_after": {
+    text: "must be a consent link id from a previous page",
+  },
+  "partner.v1.ListConsentLinksRequest.status": {
+    text: "must be PENDING, ACCEPTED, DECLINED, EXPIRED or LOCKED",
+  },
+  "partner.v1.ListDisbursementsRequest.limit": { text: "must be 1 to 100" },
+  "partner.v1.ListDisbursementsRequest.starting_after": {
+    text: "must be a disbursement id from a previous page",
+  },
+  "partner.v1.ListDisbursementsRequest.status": { text: "must be a disbursement status" },
+  "partner.v1.ListDisbursementsRequest.user_id": { text: "must be a user id (usr_…)" },
   "partner.v1.CreateDisbursementRequest.principal_kobo": { text: "must be 1 to 1000000000000 kobo" },
   "partner.v1.CreateDisbursementRequest.destination": { text: "must be WALLET or BANK" },
   "partner.v1.CreateDisbursementRequest.reference": { text: "must be 1 to 64 visible ASCII characters" },

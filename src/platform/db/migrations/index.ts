@@ -17,6 +17,7 @@ import { Migration20261123130000_disbursement_daily_limit } from "./Migration202
 import { Migration20261124100000_limit_overrides } from "./Migration20261124100000_limit_overrides.ts";
 import { Migration20261126000000_portal } from "./Migration20261126000000_portal.ts";
 import { Migration20261127100000_webhook_portal } from "./Migration20261127100000_webhook_portal.ts";
+import { Migration20261127200000_partner_lists } from "./Migration20261127200000_partner_lists.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -42,4 +43,5 @@ export const migrations = [
   { name: "Migration20261124100000_limit_overrides", class: Migration20261124100000_limit_overrides },
   { name: "Migration20261126000000_portal", class: Migration20261126000000_portal },
   { name: "Migration20261127100000_webhook_portal", class: Migration20261127100000_webhook_portal },
+  { name: "Migration20261127200000_partner_lists", class: Migration20261127200000_partner_lists },
 ];
