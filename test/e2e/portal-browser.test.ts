@@ -146,15 +146,53 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     const [delivery] = await receiver.waitFor(1);
     expect(JSON.parse(delivery?.body ?? "{}").test).toBe(true);
 
-    // The subscription's deliveries: the test, delivered, with its answer.
+    // The subscription's page: its last 24 hours charted, the test delivered, its attempt with the headers sent.
     await page.getByRole("link", { name: receiver.url }).click();
-    await page.getByRole("heading", { name: `Deliveries to ${receiver.url}` }).waitFor();
-    for (let i = 0; i < 50 && !(await page.getByRole("cell", { name: "DELIVERED" }).count()); i++) {
-      await page.reload();
-      await page.getByRole("heading", { name: `Deliveries to ${receiver.url}` }).waitFor();
-    }
-    expect(await page.getByRole("cell", { name: "DELIVERED" }).count()).toBe(1);
-    expect(await page.getByRole("cell", { name: /HTTP 200/ }).count()).toBe(1);
+    const heading = page.getByRole("heading", { name: `Deliveries to ${receiver.url}` });
+    await heading.waitFor();
+    const delivered = page.locator(".card h3 .ok", { hasText: "DELIVERED" });
+    const waitUntil = async (what: () => Promise<boolean>) => {
+      for (let i = 0; i < 60 && !(await what()); i++) {
+        await page.reload();
+        await heading.waitFor();
+      }
+    };
+    await waitUntil(async () => (await delivered.count()) === 1);
+    expect(await delivered.count()).toBe(1);
+    expect(await page.getByText(/last answer HTTP 200/).count()).toBe(1);
+    expect(await page.locator(".chart canvas").count()).toBe(2);
+    await page.getByRole("button", { name: "Show attempts" }).click();
+    await page.getByText("Headers sent").click();
+    expect(await page.locator(".attempts pre").last().textContent()).toMatch(
+      /signature: t=\d+,v1=[0-9a-f]{64}/i,
+    );
+    await checkPage(page, 375);
+
+    // The endpoint fails: the next test shows the failed attempt; once it is fixed, Replay delivers it.
+    receiver.answer = () => ({ status: 500, body: "down for maintenance" });
+    await page.goto(`${t.partnerUrl}/portal/webhooks`);
+    await page.getByRole("button", { name: "Send test" }).click();
+    await page.getByText("Test event queued").waitFor();
+    await page.getByRole("link", { name: receiver.url }).click();
+    await heading.waitFor();
+    await page.getByLabel("FAILED", { exact: true }).check();
+    const failed = page.locator(".card h3 .bad", { hasText: "FAILED" });
+    await waitUntil(async () => {
+      if ((await failed.count()) === 1) return true;
+      await page.getByLabel("FAILED", { exact: true }).check();
+      return false;
+    });
+    expect(await failed.count()).toBe(1);
+    expect(await page.getByText(/last answer HTTP 500/).count()).toBe(1);
+    receiver.answer = () => ({ status: 200 });
+    await page
+      .locator(".card")
+      .filter({ has: page.locator("h3 .bad", { hasText: "FAILED" }) })
+      .getByRole("button", { name: "Replay", exact: true })
+      .click();
+    await page.getByLabel("FAILED", { exact: true }).uncheck();
+    await waitUntil(async () => (await delivered.count()) === 2);
+    expect(await delivered.count()).toBe(2);
     await checkPage(page, 375);
 
     // Every portal write went through the same partner API, in the caller's own name: the operator's audit
@@ -183,7 +221,10 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     await page.keyboard.press("Enter");
     // Back on the page the person was on when they signed out.
     await page.getByRole("heading", { name: `Deliveries to ${receiver.url}` }).waitFor();
-    expect(await page.getByRole("alert").count()).toBe(0);
+    expect(
+      await page.getByRole("alert").count(),
+      (await page.getByRole("alert").allTextContents()).join(" | "),
+    ).toBe(0);
     expect(problems).toEqual([]);
     await context.close();
   }, 120_000);

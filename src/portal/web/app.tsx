@@ -204,7 +204,8 @@ function Shell(props: {
 
 function Account({ me }: { me: Member }) {
   const client = useQueryClient();
-  const done = { onSuccess: () => void client.invalidateQueries() };
+  // Reset, not refetch: no answer or error of the session that ended stays on screen.
+  const done = { onSuccess: () => void client.resetQueries() };
   const signOut = useMutation(PortalAuthService.method.signOut, done);
   const everywhere = useMutation(PortalAuthService.method.signOutEverywhere, done);
   return (

@@ -1,18 +1,33 @@
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { useInfiniteQuery, useMutation, useQuery } from "@connectrpc/connect-query";
-import { useQueryClient } from "@tanstack/react-query";
+import { skipToken, useQueryClient } from "@tanstack/react-query";
+import { useState } from "preact/hooks";
 import {
   type Delivery,
+  Delivery_Status,
   Delivery_StatusSchema,
   WebhookService,
 } from "../../../../gen/partner/v1/webhooks_pb.ts";
 import { ErrorBox, enumName, Loading, Page, Time } from "../ui.tsx";
+import { WebhookStats } from "./webhook-stats.tsx";
 
-/** One subscription and its deliveries, newest first, each with its last attempt and a Replay action. */
+const STATUSES = [
+  Delivery_Status.PENDING,
+  Delivery_Status.FAILED,
+  Delivery_Status.DELIVERED,
+  Delivery_Status.GIVEN_UP,
+];
+
+/**
+ * One subscription: its last 24 hours, its deliveries (newest first, filtered by status), each with its
+ * attempts and a Replay action, and "replay every failed delivery since …".
+ */
 export function DeliveriesPage({ webhookId }: { webhookId: string }) {
   const webhook = useQuery(WebhookService.method.getWebhook, { id: webhookId });
+  const [status, setStatus] = useState<Delivery_Status[]>([]);
   const deliveries = useInfiniteQuery(
     WebhookService.method.listDeliveries,
-    { webhookId, limit: 50, startingAfter: "" },
+    { webhookId, limit: 50, startingAfter: "", status },
     {
       pageParamKey: "startingAfter",
       getNextPageParam: (last) => (last.hasMore ? last.deliveries.at(-1)?.id : undefined),
@@ -22,34 +37,33 @@ export function DeliveriesPage({ webhookId }: { webhookId: string }) {
   return (
     <Page title={webhook.data?.webhook ? `Deliveries to ${webhook.data.webhook.url}` : "Deliveries"}>
       <ErrorBox error={webhook.error ?? deliveries.error} />
+      <WebhookStats webhookId={webhookId} />
+      <ReplayFailed webhookId={webhookId} />
+      <h2>Deliveries</h2>
+      <fieldset>
+        <legend>Show only</legend>
+        {STATUSES.map((s) => (
+          <label class="check" key={s}>
+            <input
+              type="checkbox"
+              checked={status.includes(s)}
+              onChange={(e) =>
+                setStatus(e.currentTarget.checked ? [...status, s] : status.filter((x) => x !== s))
+              }
+            />
+            {enumName(Delivery_StatusSchema, s)}
+          </label>
+        ))}
+      </fieldset>
       {deliveries.isPending ? <Loading /> : null}
       {deliveries.data && rows.length === 0 ? (
-        <p>No deliveries yet. Send a test from the Webhooks page.</p>
+        <p>No deliveries here. Send a test from the Webhooks page.</p>
       ) : null}
-      {rows.length > 0 ? (
-        <div class="table-wrap">
-          <table>
-            <caption class="visually-hidden">Deliveries</caption>
-            <thead>
-              <tr>
-                <th scope="col">Event</th>
-                <th scope="col">Status</th>
-                <th scope="col">Attempts</th>
-                <th scope="col">Last answer</th>
-                <th scope="col">Next attempt</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((d) => (
-                <DeliveryRow key={d.id} delivery={d} />
-              ))}
-            </tbody>
-          </table>
-        </div>
-      ) : null}
+      <ul class="cards">
+        {rows.map((d) => (
+          <DeliveryCard key={d.id} delivery={d} />
+        ))}
+      </ul>
       {deliveries.hasNextPage ? (
         <button type="button" class="secondary" onClick={() => void deliveries.fetchNextPage()}>
           Load more
@@ -59,42 +73,101 @@ export function DeliveriesPage({ webhookId }: { webhookId: string }) {
   );
 }
 
-function DeliveryRow({ delivery: d }: { delivery: Delivery }) {
+function ReplayFailed({ webhookId }: { webhookId: string }) {
   const client = useQueryClient();
-  const replay = useMutation(WebhookService.method.replayDelivery);
+  const replay = useMutation(WebhookService.method.replayFailedDeliveries, {
+    onSuccess: () => void client.invalidateQueries(),
+  });
+  const dayAgo = new Date(Date.now() - 86_400_000).toISOString().slice(0, 16);
   return (
-    <tr>
-      <td>
-        <code>{d.eventType}</code>
-        <br />
-        <code class="muted">{d.eventId}</code>
-      </td>
-      <td>{enumName(Delivery_StatusSchema, d.status)}</td>
-      <td>{d.attempt}</td>
-      <td>
-        {d.lastStatusCode ? `HTTP ${d.lastStatusCode}` : d.lastError || "—"}
-        {d.lastLatencyMs ? <span class="muted"> in {d.lastLatencyMs} ms</span> : null}
-        {d.lastResponseBody ? (
-          <details>
-            <summary>Response body</summary>
-            <pre>{d.lastResponseBody}</pre>
-          </details>
+    <form
+      class="panel inline"
+      onSubmit={(e) => {
+        e.preventDefault();
+        const since = new Date(String(new FormData(e.currentTarget).get("since")));
+        replay.mutate({ id: webhookId, since: timestampFromDate(since) });
+      }}
+    >
+      <label>
+        Replay every failed delivery since
+        <input name="since" type="datetime-local" required defaultValue={dayAgo} />
+      </label>
+      <button type="submit" disabled={replay.isPending}>
+        Replay failed
+      </button>
+      {replay.data ? (
+        <p role="status">
+          {replay.data.queued} replayed{replay.data.hasMore ? "; more remain: replay again in a moment" : ""}.
+        </p>
+      ) : null}
+      <ErrorBox error={replay.error} />
+    </form>
+  );
+}
+
+function DeliveryCard({ delivery: d }: { delivery: Delivery }) {
+  const client = useQueryClient();
+  const replay = useMutation(WebhookService.method.replayDelivery, {
+    onSuccess: () => void client.invalidateQueries(),
+  });
+  const [open, setOpen] = useState(false);
+  const attempts = useQuery(WebhookService.method.listDeliveryAttempts, open ? { id: d.id } : skipToken);
+  const status = enumName(Delivery_StatusSchema, d.status);
+  return (
+    <li class="card">
+      <h3>
+        <code>{d.eventType}</code>{" "}
+        <span class={status === "DELIVERED" ? "ok" : status === "PENDING" ? "" : "bad"}>{status}</span>
+      </h3>
+      <p>
+        <code class="muted">{d.eventId}</code> · <code class="muted">{d.id}</code>
+      </p>
+      <p>
+        {d.attempt} attempt(s); last answer{" "}
+        {d.lastStatusCode ? `HTTP ${d.lastStatusCode}` : d.lastError || "none yet"}
+        {d.lastLatencyMs ? ` in ${d.lastLatencyMs} ms` : ""}
+        {d.nextAttemptAt ? (
+          <>
+            ; next attempt <Time at={d.nextAttemptAt} />
+          </>
         ) : null}
-      </td>
-      <td>
-        <Time at={d.nextAttemptAt} />
-      </td>
-      <td>
+      </p>
+      <div class="actions">
+        <button type="button" class="secondary" aria-expanded={open} onClick={() => setOpen(!open)}>
+          {open ? "Hide attempts" : "Show attempts"}
+        </button>
         <button
           type="button"
           class="secondary"
           disabled={replay.isPending}
-          onClick={() => replay.mutate({ id: d.id }, { onSuccess: () => void client.invalidateQueries() })}
+          onClick={() => replay.mutate({ id: d.id })}
         >
           Replay
         </button>
-        <ErrorBox error={replay.error} />
-      </td>
-    </tr>
+      </div>
+      <ErrorBox error={replay.error ?? attempts.error} />
+      {open && attempts.data ? (
+        <ol class="attempts">
+          {attempts.data.attempts.map((a) => (
+            <li key={a.attempt}>
+              <p>
+                <Time at={a.startedAt} />: {a.statusCode ? `HTTP ${a.statusCode}` : a.error} in {a.latencyMs}{" "}
+                ms
+                {a.succeeded ? " (delivered)" : ""}
+              </p>
+              {a.responseBody ? <pre>{a.responseBody}</pre> : null}
+              <details>
+                <summary>Headers sent</summary>
+                <pre>
+                  {Object.entries(a.signatureHeaders)
+                    .map(([k, v]) => `${k}: ${v}`)
+                    .join("\n")}
+                </pre>
+              </details>
+            </li>
+          ))}
+        </ol>
+      ) : null}
+    </li>
   );
 }

@@ -7,7 +7,7 @@ import { ErrorBox, Page } from "../ui.tsx";
 export function SignInPage() {
   const client = useQueryClient();
   const signIn = useMutation(PortalAuthService.method.signIn, {
-    onSuccess: () => void client.invalidateQueries(),
+    onSuccess: () => void client.resetQueries(),
   });
   return (
     <Page title="Sign in to the partner portal">
