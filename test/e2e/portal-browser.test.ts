@@ -112,7 +112,8 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     expect(recovery).toHaveLength(10);
     await checkPage(page, 375);
     await page.getByRole("button", { name: "Continue to the portal" }).click();
-    await page.getByRole("heading", { level: 1, name: "Webhooks" }).waitFor();
+    await page.getByRole("heading", { level: 1, name: "Overview (sandbox)" }).waitFor();
+    await page.getByText("Latest events").waitFor();
     expect(new URL(page.url()).hash).toBe("");
     expect(await page.getByRole("note").textContent()).toContain("Sandbox");
     await checkPage(page, 375);
@@ -280,11 +281,14 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     await page.getByRole("link", { name: "Consents" }).click();
     await page.getByLabel("Consent id").fill(consentId);
     await page.getByRole("button", { name: "Look up" }).click();
-    await page.getByText("ACTIVE").waitFor();
+    await page.locator(".facts").getByText("ACTIVE").waitFor();
     await checkPage(page, 375);
     page.once("dialog", (d) => void d.accept());
     await page.getByRole("button", { name: "Revoke" }).click();
-    await page.getByText("REVOKED").waitFor();
+    await page
+      .locator(".facts")
+      .getByText(/^REVOKED/)
+      .waitFor();
     await context.close();
   });
 

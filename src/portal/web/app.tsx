@@ -12,6 +12,7 @@ import { DeliveriesPage } from "./pages/deliveries.tsx";
 import { DisbursementsPage } from "./pages/disbursements.tsx";
 import { EventLookupPage } from "./pages/event-lookup.tsx";
 import { InvitePage } from "./pages/invite.tsx";
+import { OverviewPage } from "./pages/overview.tsx";
 import { SandboxPage } from "./pages/sandbox.tsx";
 import { SignInPage } from "./pages/sign-in.tsx";
 import { SigningKeysPage } from "./pages/signing-keys.tsx";
@@ -21,6 +22,7 @@ import { BASE, onLinkClick, usePath } from "./router.ts";
 import { ErrorBox, Loading } from "./ui.tsx";
 
 const NAV: { path: string; label: string }[] = [
+  { path: "/", label: "Overview" },
   { path: "/api-keys", label: "API keys" },
   { path: "/webhooks", label: "Webhooks" },
   { path: "/consents", label: "Consents" },
@@ -112,6 +114,7 @@ function Route({ path, me, env }: { path: string; me: Member; env: Environment }
   if (webhook?.[1]) return <DeliveriesPage webhookId={webhook[1]} />;
   switch (path) {
     case "/":
+      return <OverviewPage env={env} />;
     case "/webhooks":
       return <WebhooksPage />;
     case "/events":
@@ -187,7 +190,9 @@ function Shell(props: {
               <a
                 href={`${BASE}${n.path}`}
                 onClick={onLinkClick}
-                aria-current={path === n.path || path.startsWith(`${n.path}/`) ? "page" : undefined}
+                aria-current={
+                  path === n.path || (n.path !== "/" && path.startsWith(`${n.path}/`)) ? "page" : undefined
+                }
               >
                 {n.label}
               </a>

@@ -28,6 +28,8 @@ export function ConsentsPage() {
   return (
     <Page title="Consents">
       <CreateLink />
+      <RecentLinks />
+      <RecentConsents />
       <LookUpConsent />
     </Page>
   );
@@ -183,5 +185,75 @@ function ConsentCard({ consent: c }: { consent: Consent }) {
         </dd>
       ) : null}
     </dl>
+  );
+}
+
+const LINK_STATUSES = ["PENDING", "ACCEPTED", "DECLINED", "EXPIRED", "LOCKED"] as const;
+const CONSENT_STATUSES = ["ACTIVE", "REVOKED", "EXPIRED"] as const;
+
+/** A status filter: every status, or one. */
+function StatusFilter(props: {
+  label: string;
+  options: readonly string[];
+  value: string;
+  onChange: (v: string) => void;
+}) {
+  return (
+    <label>
+      {props.label}
+      <select value={props.value} onChange={(e) => props.onChange(e.currentTarget.value)}>
+        <option value="">Any</option>
+        {props.options.map((o) => (
+          <option key={o} value={o}>
+            {o}
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
+function RecentLinks() {
+  const [status, setStatus] = useState("");
+  const value = ConsentLink_StatusSchema.values.find((v) => v.name === status)?.number ?? 0;
+  const links = useQuery(ConsentService.method.listConsentLinks, { limit: 20, status: value as never });
+  return (
+    <div class="panel">
+      <h2>Recent consent links</h2>
+      <StatusFilter label="Status" options={LINK_STATUSES} value={status} onChange={setStatus} />
+      <ErrorBox error={links.error} />
+      <ul>
+        {links.data?.consentLinks.map((l) => (
+          <li key={l.id}>
+            <code>{l.id}</code> {enumName(ConsentLink_StatusSchema, l.status)}, phone ending{" "}
+            {l.phoneNumberLast4}, made <Time at={l.createdAt} />{" "}
+            {l.consentId ? <code class="muted">{l.consentId}</code> : null}
+          </li>
+        ))}
+      </ul>
+      {links.data?.consentLinks.length === 0 ? <p>None.</p> : null}
+    </div>
+  );
+}
+
+function RecentConsents() {
+  const [status, setStatus] = useState("");
+  const value = Consent_StatusSchema.values.find((v) => v.name === status)?.number ?? 0;
+  const consents = useQuery(ConsentService.method.listConsents, { limit: 20, status: value as never });
+  return (
+    <div class="panel">
+      <h2>Recent consents</h2>
+      <StatusFilter label="Status" options={CONSENT_STATUSES} value={status} onChange={setStatus} />
+      <ErrorBox error={consents.error} />
+      <ul>
+        {consents.data?.consents.map((c) => (
+          <li key={c.id}>
+            <code>{c.id}</code> {enumName(Consent_StatusSchema, c.status)} for <code>{c.userId}</code>,
+            granted <Time at={c.grantedAt} />
+          </li>
+        ))}
+      </ul>
+      {consents.data?.consents.length === 0 ? <p>None.</p> : null}
+    </div>
   );
 }

@@ -1,6 +1,6 @@
 import { useQuery } from "@connectrpc/connect-query";
 import { skipToken } from "@tanstack/react-query";
-import { useState } from "preact/hooks";
+import { useMemo, useState } from "preact/hooks";
 import {
   type Disbursement,
   Disbursement_DestinationSchema,
@@ -8,6 +8,7 @@ import {
   DisbursementService,
   Repayment_StatusSchema,
 } from "../../../../gen/partner/v1/disbursements_pb.ts";
+import { TimeChart } from "../chart.tsx";
 import { ErrorBox, enumName, Loading, Page } from "../ui.tsx";
 
 /** Kobo as naira for people to read (exact: integer arithmetic on the bigint, never floating point). */
@@ -25,6 +26,7 @@ const lagosDay = (d: Date) => new Date(d.getTime() + 60 * 60 * 1000).toISOString
 export function DisbursementsPage() {
   return (
     <Page title="Disbursements and books">
+      <Recent />
       <LookUp />
       <Books />
     </Page>
@@ -147,6 +149,7 @@ function Books() {
         <button type="submit">Show</button>
       </form>
       <ErrorBox error={books.error} />
+      <BooksChart from={period.from} to={period.to} />
       {books.data ? (
         <dl class="facts">
           <dt>Principal out</dt>
@@ -163,4 +166,74 @@ function Books() {
       ) : null}
     </div>
   );
+}
+
+const STATUSES = [
+  "AWAITING_ACCEPTANCE",
+  "PENDING",
+  "PROCESSING",
+  "DELIVERED",
+  "FAILED",
+  "REVERSED",
+  "CANCELLED",
+];
+
+function Recent() {
+  const [status, setStatus] = useState("");
+  const value = Disbursement_StatusSchema.values.find((v) => v.name === status)?.number ?? 0;
+  const list = useQuery(DisbursementService.method.listDisbursements, { limit: 20, status: value as never });
+  return (
+    <div class="panel">
+      <h2>Recent disbursements</h2>
+      <label>
+        Status
+        <select value={status} onChange={(e) => setStatus(e.currentTarget.value)}>
+          <option value="">Any</option>
+          {STATUSES.map((s) => (
+            <option key={s}>{s}</option>
+          ))}
+        </select>
+      </label>
+      <ErrorBox error={list.error} />
+      <ul>
+        {list.data?.disbursements.map((d) => (
+          <li key={d.id}>
+            <code>{d.id}</code> {enumName(Disbursement_StatusSchema, d.status)}: {naira(d.principalKobo)} to{" "}
+            <code>{d.userId}</code>
+          </li>
+        ))}
+      </ul>
+      {list.data?.disbursements.length === 0 ? <p>None.</p> : null}
+    </div>
+  );
+}
+
+/** Principal out and repayments in, a day a bar, over the books' period (naira). */
+function BooksChart({ from, to }: { from: string; to: string }) {
+  const series = useQuery(DisbursementService.method.getBooksSeries, { from, to });
+  const data = useMemo(() => {
+    const days = series.data?.days ?? [];
+    // Naira for the chart's scale only: the exact figures are the books' own, in kobo, beside it.
+    const naira = (k: bigint) => Number(k / 100n);
+    return {
+      times: days.map((d) => Date.parse(`${d.date}T00:00:00+01:00`) / 1000),
+      series: [
+        {
+          label: "Principal out",
+          values: days.map((d) => naira(d.principalOutKobo)),
+          color: "#8a4b00",
+          bars: true,
+        },
+        {
+          label: "Repayments in",
+          values: days.map((d) => naira(d.repaymentsInKobo)),
+          color: "#146c2e",
+          bars: true,
+        },
+      ],
+    };
+  }, [series.data]);
+  if (series.error) return <ErrorBox error={series.error} />;
+  if (!series.data) return null;
+  return <TimeChart times={data.times} series={data.series} unit="naira" />;
 }
