@@ -121,6 +121,7 @@ function expectClientError(r: { status: number; json: any; text: string }, what:
 const bodyFor = (template: string, verb: string): Record<string, unknown> => {
   if (template.includes("standing")) return { tier: "Trusted", score: 900 };
   if (template.includes("collect")) return { outcome: "SUCCESS" };
+  if (template.includes("replay-failed")) return { since: new Date(Date.now() - 3_600_000).toISOString() };
   if (verb === "PATCH") return { description: "changed" };
   return {};
 };
@@ -132,6 +133,9 @@ function operations(): { verb: string; url: string; template: string; hasBody: b
     "/partner/v1/webhooks/{id}/test": owned.webhook ?? "",
     "/partner/v1/webhooks/{webhook_id}/deliveries": owned.webhook ?? "",
     "/partner/v1/deliveries/{id}/replay": owned.delivery ?? "",
+    "/partner/v1/deliveries/{id}/attempts": owned.delivery ?? "",
+    "/partner/v1/webhooks/{id}/stats": owned.webhook ?? "",
+    "/partner/v1/webhooks/{id}/replay-failed": owned.webhook ?? "",
     "/partner/v1/events/{id}": owned.event ?? "",
     "/partner/v1/consents/{id}": owned.consent ?? "",
     "/partner/v1/consents/{id}/revoke": owned.consent ?? "",
