@@ -330,10 +330,103 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     await page.getByLabel("Disbursement id").fill(id);
     await page.getByRole("button", { name: "Look up" }).click();
     await page.getByText("₦50,000.00 to the bank").waitFor();
+    // Accepted, the payout goes out: the page shows it DELIVERED.
+    for (let i = 0; i < 60 && !(await page.locator(".facts").getByText("DELIVERED").count()); i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      await page.getByRole("button", { name: "Look up" }).click();
+    }
+    await page.locator(".facts").getByText("DELIVERED").waitFor();
     await page.getByRole("cell", { name: "₦27,500.00" }).first().waitFor();
     expect(await page.getByRole("cell", { name: "₦27,500.00" }).count()).toBe(2);
     expect(await page.getByText("₦55,000.00").count()).toBeGreaterThan(0);
     await checkPage(page, 375);
     await context.close();
   });
+
+  it("shows every page without an accessibility violation or sideways scrolling at 375 and 1280 px, and edits a webhook by keyboard alone", async () => {
+    const admin = await member(t, systemClock, partner.partnerId, "admin");
+    const hook = await fetch(`${t.partnerUrl}/partner/v1/webhooks`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${partner.sandboxKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ url: `${receiver.url}/keyboard`, events: ["consent.*"] }),
+    });
+    const webhookId = ((await hook.json()) as { id: string }).id;
+    for (const width of [375, 1280]) {
+      const context = await browser.newContext({ viewport: { width, height: 900 } });
+      await context.addCookies([
+        {
+          name: "portal_session",
+          value: (admin.browser.cookie ?? "").split("=")[1] ?? "",
+          url: t.partnerUrl,
+        },
+      ]);
+      const page = await context.newPage();
+      for (const [path, title] of [
+        ["/", "Overview (sandbox)"],
+        ["/api-keys", "API keys (sandbox)"],
+        ["/webhooks", "Webhooks"],
+        [`/webhooks/${webhookId}`, `Deliveries to ${receiver.url}/keyboard`],
+        ["/consents", "Consents"],
+        ["/disbursements", "Disbursements and books"],
+        ["/events", "Event lookup"],
+        ["/signing-keys", "Signing keys"],
+        ["/sandbox", "Sandbox tools"],
+        ["/team", "Team"],
+      ]) {
+        await page.goto(`${t.partnerUrl}/portal${path}`);
+        await page.getByRole("heading", { level: 1, name: title }).waitFor();
+        await page.waitForLoadState("networkidle");
+        await checkPage(page, width);
+      }
+      await context.close();
+    }
+
+    // Keyboard alone: Tab to the subscription's Edit, open it, change the description, save.
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    await context.addCookies([
+      { name: "portal_session", value: (admin.browser.cookie ?? "").split("=")[1] ?? "", url: t.partnerUrl },
+    ]);
+    const page = await context.newPage();
+    await page.goto(`${t.partnerUrl}/portal/webhooks`);
+    await page.getByRole("heading", { level: 1, name: "Webhooks" }).waitFor();
+    await page.waitForLoadState("networkidle");
+    const tabTo = async (matches: () => Promise<boolean>) => {
+      for (let i = 0; i < 200 && !(await matches()); i++) await page.keyboard.press("Tab");
+      expect(await matches()).toBe(true);
+    };
+    const focused = () =>
+      page.evaluate(() => {
+        const el = document.activeElement as HTMLElement | null;
+        return {
+          text: el?.textContent ?? "",
+          name: el?.getAttribute("name") ?? "",
+          form: el?.closest("form")?.getAttribute("aria-label") ?? "",
+        };
+      });
+    const card = `${receiver.url}/keyboard`;
+    await tabTo(async () => {
+      const f = await focused();
+      return (
+        f.text === "Edit" &&
+        (await page.evaluate(() => document.activeElement?.closest("li")?.textContent ?? "")).includes(card)
+      );
+    });
+    await page.keyboard.press("Enter");
+    await tabTo(async () => {
+      const f = await focused();
+      return f.name === "description" && f.form.includes(card);
+    });
+    await page.keyboard.type("edited by keyboard");
+    await tabTo(async () => {
+      const f = await focused();
+      return f.text === "Save" && f.form.includes(card);
+    });
+    await page.keyboard.press("Enter");
+    await page.getByText("edited by keyboard").waitFor();
+    const after = await fetch(`${t.partnerUrl}/partner/v1/webhooks/${webhookId}`, {
+      headers: { authorization: `Bearer ${partner.sandboxKey}` },
+    });
+    expect(((await after.json()) as { description: string }).description).toBe("edited by keyboard");
+    await context.close();
+  }, 120_000);
 });

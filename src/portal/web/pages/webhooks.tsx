@@ -109,6 +109,7 @@ function WebhookCard(props: { webhook: Webhook; onChanged: () => void; onSecret:
   const rotate = useMutation(WebhookService.method.rotateWebhookSecret);
   const remove = useMutation(WebhookService.method.deleteWebhook);
   const [sent, setSent] = useState(false);
+  const [editing, setEditing] = useState(false);
   const s = w.stats;
   return (
     <li class="card">
@@ -136,7 +137,19 @@ function WebhookCard(props: { webhook: Webhook; onChanged: () => void; onSecret:
           {s.p95LatencyMs} ms.
         </p>
       ) : null}
+      {editing ? (
+        <EditWebhook
+          webhook={w}
+          onDone={() => {
+            setEditing(false);
+            onChanged();
+          }}
+        />
+      ) : null}
       <div class="actions">
+        <button type="button" class="secondary" aria-expanded={editing} onClick={() => setEditing(!editing)}>
+          {editing ? "Close the editor" : "Edit"}
+        </button>
         <button
           type="button"
           disabled={test.isPending}
@@ -181,5 +194,58 @@ function WebhookCard(props: { webhook: Webhook; onChanged: () => void; onSecret:
       {sent ? <p role="status">Test event queued: see its delivery on the subscription's page.</p> : null}
       <ErrorBox error={test.error ?? rotate.error ?? remove.error} />
     </li>
+  );
+}
+
+/** Changes a subscription's URL, description and event filters (only what changed is sent). */
+function EditWebhook({ webhook: w, onDone }: { webhook: Webhook; onDone: () => void }) {
+  const update = useMutation(WebhookService.method.updateWebhook, { onSuccess: onDone });
+  const [events, setEvents] = useState<string[]>(w.events);
+  return (
+    <form
+      class="panel"
+      aria-label={`Edit the subscription to ${w.url}`}
+      onSubmit={(e) => {
+        e.preventDefault();
+        const f = new FormData(e.currentTarget);
+        const url = String(f.get("url") ?? "");
+        const description = String(f.get("description") ?? "");
+        update.mutate({
+          id: w.id,
+          url: url !== w.url ? url : undefined,
+          description: description !== w.description ? description : undefined,
+          addEvents: events.filter((x) => !w.events.includes(x)),
+          removeEvents: w.events.filter((x) => !events.includes(x)),
+        });
+      }}
+    >
+      <label>
+        Endpoint URL
+        <input name="url" type="url" required defaultValue={w.url} />
+      </label>
+      <label>
+        Description
+        <input name="description" maxLength={500} defaultValue={w.description} />
+      </label>
+      <fieldset>
+        <legend>Events</legend>
+        {EVENT_FILTERS.map((f) => (
+          <label class="check" key={f}>
+            <input
+              type="checkbox"
+              checked={events.includes(f)}
+              onChange={(e) =>
+                setEvents(e.currentTarget.checked ? [...events, f] : events.filter((x) => x !== f))
+              }
+            />
+            <code>{f}</code>
+          </label>
+        ))}
+      </fieldset>
+      <ErrorBox error={update.error} />
+      <button type="submit" disabled={update.isPending || events.length === 0}>
+        Save
+      </button>
+    </form>
   );
 }
