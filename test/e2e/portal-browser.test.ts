@@ -69,10 +69,11 @@ async function freshCode(secret: string, used: Set<string>): Promise<string> {
 
 describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
   it("takes an invited person from the invitation to a delivered test event, and back in by keyboard", async () => {
+    const own = await createPartner(t, "Kobo Credit & Sons");
     const email = `ada-${Date.now()}@example.com`;
     const password = "a long and private passphrase";
     const { inviteUrl } = await portalAdmin(t).inviteMember({
-      partnerId: partner.partnerId,
+      partnerId: own.partnerId,
       email,
       role: "admin",
     });
@@ -122,17 +123,30 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     // working through its overlap (24 hours by default).
     await page.getByRole("link", { name: "API keys" }).click();
     await page.getByRole("heading", { level: 1, name: "API keys (sandbox)" }).waitFor();
+    const shownKey = async () => ((await page.locator(".shown-once code.secret").textContent()) ?? "").trim();
+    const works = async (key: string) =>
+      (await fetch(`${t.partnerUrl}/partner/v1/keys`, { headers: { authorization: `Bearer ${key}` } }))
+        .status;
     await page.getByRole("button", { name: "Roll" }).click();
     await page.getByText("Your new sandbox API key.").waitFor();
-    const rolled = ((await page.locator(".shown-once code.secret").textContent()) ?? "").trim();
+    const rolled = await shownKey();
     expect(rolled).toMatch(/^sk_sandbox_[0-9A-Za-z]{32}$/);
-    for (const key of [rolled, partner.sandboxKey]) {
-      const res = await fetch(`${t.partnerUrl}/partner/v1/keys`, {
-        headers: { authorization: `Bearer ${key}` },
-      });
-      expect(res.status).toBe(200);
-    }
+    expect(await works(rolled)).toBe(200);
+    expect(await works(own.sandboxKey)).toBe(200);
     await page.getByText("EXPIRING").waitFor();
+    // Revoked here, the rolled key stops at once; a new one is issued, shown once, and works.
+    page.once("dialog", (d) => void d.accept());
+    await page.getByRole("button", { name: "Revoke" }).click();
+    await page.getByRole("button", { name: "Issue a sandbox key" }).waitFor();
+    expect(await works(rolled)).toBe(401);
+    await page.getByRole("button", { name: "Issue a sandbox key" }).click();
+    await page.waitForFunction(
+      (old) => document.querySelector(".shown-once code.secret")?.textContent?.trim() !== old,
+      rolled,
+    );
+    const issued = await shownKey();
+    expect(issued).toMatch(/^sk_sandbox_[0-9A-Za-z]{32}$/);
+    expect(await works(issued)).toBe(200);
     await checkPage(page, 375);
     await page.getByRole("link", { name: "Webhooks" }).click();
     await page.getByRole("heading", { level: 1, name: "Webhooks" }).waitFor();
@@ -198,7 +212,7 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
 
     // Every portal write went through the same partner API, in the caller's own name: the operator's audit
     // shows the create and the test send.
-    const audit = await portalAdmin(t).listAuditEvents({ partnerId: partner.partnerId, limit: 100 });
+    const audit = await portalAdmin(t).listAuditEvents({ partnerId: own.partnerId, limit: 100 });
     const calls = audit.events.filter((e) => e.action === "api_call").map((e) => e.detail);
     expect(calls).toContain("partner.v1.WebhookService/CreateWebhook");
     expect(calls).toContain("partner.v1.WebhookService/SendTestEvent");
