@@ -86,3 +86,30 @@ export function Page({ title, children }: { title: string; children: ComponentCh
 export function enumName(schema: DescEnum, value: number): string {
   return schema.value[value]?.name ?? String(value);
 }
+
+/** A one-field form that looks something up by its prefixed id (`prefix_` and 26 ULID characters). */
+export function IdLookup(props: { label: string; prefix: string; onId: (id: string) => void }) {
+  return (
+    <form
+      class="inline"
+      onSubmit={(e) => {
+        e.preventDefault();
+        props.onId(String(new FormData(e.currentTarget).get("id") ?? "").trim());
+      }}
+    >
+      <label>
+        {props.label}
+        <input
+          name="id"
+          required
+          pattern={`${props.prefix}_[0-9A-HJKMNP-TV-Z]{26}`}
+          title={`${props.prefix}_ followed by 26 letters and digits`}
+          placeholder={`${props.prefix}_…`}
+          autoComplete="off"
+          spellcheck={false}
+        />
+      </label>
+      <button type="submit">Look up</button>
+    </form>
+  );
+}

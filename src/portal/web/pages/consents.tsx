@@ -10,7 +10,7 @@ import {
   ConsentService,
 } from "../../../../gen/partner/v1/consents_pb.ts";
 import { Qr } from "../qr.tsx";
-import { CopyButton, ErrorBox, enumName, Loading, Page, Time } from "../ui.tsx";
+import { CopyButton, ErrorBox, enumName, IdLookup, Loading, Page, Time } from "../ui.tsx";
 
 /** The contract's scopes, in the words the person reads on the consent page. */
 const SCOPES: { scope: string; label: string }[] = [
@@ -115,19 +115,7 @@ function LookUpConsent() {
   return (
     <div class="panel">
       <h2>Look up a consent</h2>
-      <form
-        class="inline"
-        onSubmit={(e) => {
-          e.preventDefault();
-          setId(String(new FormData(e.currentTarget).get("id") ?? "").trim());
-        }}
-      >
-        <label>
-          Consent id
-          <input name="id" required pattern="cns_[0-9A-Z]{26}" autoComplete="off" />
-        </label>
-        <button type="submit">Look up</button>
-      </form>
+      <IdLookup label="Consent id" prefix="cns" onId={setId} />
       {id && consent.isPending ? <Loading /> : null}
       <ErrorBox error={consent.error} />
       {consent.data?.consent ? <ConsentCard consent={consent.data.consent} /> : null}

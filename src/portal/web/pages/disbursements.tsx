@@ -9,7 +9,7 @@ import {
   Repayment_StatusSchema,
 } from "../../../../gen/partner/v1/disbursements_pb.ts";
 import { TimeChart } from "../chart.tsx";
-import { ErrorBox, enumName, Loading, Page } from "../ui.tsx";
+import { ErrorBox, enumName, IdLookup, Loading, Page } from "../ui.tsx";
 
 /** Kobo as naira for people to read (exact: integer arithmetic on the bigint, never floating point). */
 export function naira(kobo: bigint): string {
@@ -39,19 +39,7 @@ function LookUp() {
   return (
     <div class="panel">
       <h2>Look up a disbursement</h2>
-      <form
-        class="inline"
-        onSubmit={(e) => {
-          e.preventDefault();
-          setId(String(new FormData(e.currentTarget).get("id") ?? "").trim());
-        }}
-      >
-        <label>
-          Disbursement id
-          <input name="id" required pattern="dsb_[0-9A-Z]{26}" autoComplete="off" />
-        </label>
-        <button type="submit">Look up</button>
-      </form>
+      <IdLookup label="Disbursement id" prefix="dsb" onId={setId} />
       {id && d.isPending ? <Loading /> : null}
       <ErrorBox error={d.error} />
       {d.data?.disbursement ? <DisbursementCard d={d.data.disbursement} /> : null}

@@ -2,9 +2,7 @@ import { useQuery } from "@connectrpc/connect-query";
 import { skipToken } from "@tanstack/react-query";
 import { useState } from "preact/hooks";
 import { Delivery_StatusSchema, WebhookService } from "../../../../gen/partner/v1/webhooks_pb.ts";
-import { ErrorBox, enumName, Loading, Page, Time } from "../ui.tsx";
-
-const EVENT_ID = /^evt_[0-9A-HJKMNP-TV-Z]{26}$/;
+import { ErrorBox, enumName, IdLookup, Loading, Page, Time } from "../ui.tsx";
 
 /** Looks up one event delivered to this partner's webhooks by its `evt_` id: its body and deliveries. */
 export function EventLookupPage() {
@@ -12,27 +10,7 @@ export function EventLookupPage() {
   const event = useQuery(WebhookService.method.getEvent, id ? { id } : skipToken);
   return (
     <Page title="Event lookup">
-      <form
-        class="inline"
-        onSubmit={(e) => {
-          e.preventDefault();
-          setId(String(new FormData(e.currentTarget).get("id") ?? "").trim());
-        }}
-      >
-        <label>
-          Event id
-          <input
-            name="id"
-            required
-            pattern={EVENT_ID.source}
-            title="evt_ followed by 26 letters and digits"
-            placeholder="evt_…"
-            autoComplete="off"
-            spellcheck={false}
-          />
-        </label>
-        <button type="submit">Look up</button>
-      </form>
+      <IdLookup label="Event id" prefix="evt" onId={setId} />
       {id && event.isPending ? <Loading /> : null}
       <ErrorBox error={event.error} />
       {event.data?.event ? (
