@@ -268,3 +268,39 @@ describe("a portal session's rate limits", () => {
     expect(again.headers.get("ratelimit-policy")).toBe('"read";q=1000;w=10');
   });
 });
+
+describe("a burst of sign-ins", () => {
+  it("is answered in bounded time, each 401, 429 or 503 with Retry-After, while the API keeps serving", async () => {
+    const started = Date.now();
+    const answers = Promise.all(
+      Array.from({ length: 300 }, (_, i) =>
+        raw(
+          "/portal.v1.PortalAuthService/SignIn",
+          { origin: t.partnerUrl, "connect-protocol-version": "1" },
+          { email: `burst-${i}@example.com`, password: "not the password at all", code: "000000" },
+        ).then(async (r) => ({
+          status: r.status,
+          retryAfter: r.headers.get("retry-after"),
+          body: await r.text(),
+        })),
+      ),
+    );
+    // A partner's API calls during the burst are not held behind the password hashes.
+    const during = Date.now();
+    const bystander = await fetch(`${t.partnerUrl}/partner/v1/keys`, {
+      headers: { authorization: `Bearer ${b.sandboxKey}` },
+    });
+    expect(bystander.status).toBe(200);
+    expect(Date.now() - during).toBeLessThan(2_000);
+    const all = await answers;
+    expect(Date.now() - started).toBeLessThan(25_000);
+    for (const a of all) {
+      expect([401, 429, 503], a.body).toContain(a.status);
+      if (a.status !== 401) expect(Number(a.retryAfter)).toBeGreaterThanOrEqual(1);
+    }
+    // Password hashes run two at a time with a bounded queue: what does not fit is 503 with Retry-After at
+    // once, never a wait without end.
+    expect(all.some((a) => a.status === 401 || a.status === 429)).toBe(true);
+    expect((await fetch(`${t.partnerUrl}/healthz`)).status).toBe(200);
+  }, 60_000);
+});
