@@ -1,6 +1,7 @@
 import { createHmac, randomBytes } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
+import { secretKeyOf } from "../platform/crypto/keys.ts";
 import { constantTimeEqualStrings } from "../platform/crypto/tokens.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError, type ErrorCode, isApiError, validationFailed } from "../platform/errors.ts";
@@ -294,8 +295,9 @@ export type HostedPages = ReturnType<typeof createHostedPages>;
  */
 export function createHostedPages({ csrfKey, logger }: HostedPagesOptions) {
   const sign = (token: string, nonce: string) =>
-    createHmac("sha256", csrfKey).update(`${token}.${nonce}`).digest("hex");
-  const sessionMac = (id: string) => createHmac("sha256", csrfKey).update(`session.${id}`).digest("hex");
+    createHmac("sha256", secretKeyOf(csrfKey)).update(`${token}.${nonce}`).digest("hex");
+  const sessionMac = (id: string) =>
+    createHmac("sha256", secretKeyOf(csrfKey)).update(`session.${id}`).digest("hex");
   /** The prompt session the browser holds for this flow, when its cookie is ours. */
   const sessionOf = (req: Req, name: string): string | undefined => {
     const [id, mac] = (cookie(req, `${name}_session`) ?? "").split(".");

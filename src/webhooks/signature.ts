@@ -1,4 +1,4 @@
-import { createHmac, randomBytes } from "node:crypto";
+import { createHmac, createSecretKey, randomBytes } from "node:crypto";
 
 /** A new subscription secret: `whsec_` + base64 of 32 random bytes (CONTRACT.md §5). */
 export function newWebhookSecret(): string {
@@ -33,7 +33,8 @@ export function signatureHeaders({
   const t = String(timestamp);
   const ours = secrets.map((s) => `v1=${createHmac("sha256", s).update(`${t}.${body}`).digest("hex")}`);
   const standard = secrets.map((s) => {
-    const key = Buffer.from(s.replace(/^whsec_/, ""), "base64");
+    // A KeyObject: a Buffer key costs Node 24.21 several times more per call (see secretKeyOf).
+    const key = createSecretKey(Buffer.from(s.replace(/^whsec_/, ""), "base64"));
     return `v1,${createHmac("sha256", key).update(`${eventId}.${t}.${body}`).digest("base64")}`;
   });
   return {

@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto";
+import { secretKeyOf } from "./keys.ts";
 
 /** Sealed before master keys had ids: version(1) | iv(12) | tag(16) | ciphertext. Still opened. */
 const V1 = 1;
@@ -29,7 +30,10 @@ export interface SecretBox {
 
 /** The id a master key is known by in what it sealed: 8 bytes of an HMAC keyed by it. */
 export function masterKeyId(key: Uint8Array): Buffer {
-  return createHmac("sha256", key).update("partner-api:master-key-id").digest().subarray(0, KEY_ID_BYTES);
+  return createHmac("sha256", secretKeyOf(key))
+    .update("partner-api:master-key-id")
+    .digest()
+    .subarray(0, KEY_ID_BYTES);
 }
 
 const checkKey = (key: Uint8Array) => {
@@ -38,7 +42,7 @@ const checkKey = (key: Uint8Array) => {
 };
 
 function decrypt(key: Buffer, iv: Buffer, tag: Buffer, body: Buffer, associatedData: string): Buffer {
-  const decipher = createDecipheriv("aes-256-gcm", key, iv);
+  const decipher = createDecipheriv("aes-256-gcm", secretKeyOf(key), iv);
   decipher.setAAD(Buffer.from(associatedData, "utf8"));
   decipher.setAuthTag(tag);
   return Buffer.concat([decipher.update(body), decipher.final()]);
@@ -54,7 +58,7 @@ export function createSecretBox(current: Uint8Array, accepted: readonly Uint8Arr
     currentPrefix,
     seal(plaintext, associatedData) {
       const iv = randomBytes(IV_BYTES);
-      const cipher = createCipheriv("aes-256-gcm", key, iv);
+      const cipher = createCipheriv("aes-256-gcm", secretKeyOf(key), iv);
       cipher.setAAD(Buffer.from(associatedData, "utf8"));
       const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
       return Buffer.concat([currentPrefix, iv, cipher.getAuthTag(), body]);
