@@ -67,6 +67,70 @@ async function freshCode(secret: string, used: Set<string>): Promise<string> {
   }
 }
 
+/**
+ * Tabs through the page from where focus is until it comes back round, as a person with a keyboard would.
+ * Every visible control (links, buttons, fields, a radio group once, scrolling regions) is reached, each shows
+ * where focus is (an outline or a ring), and focus is never trapped. Returns what was
+ * reached, in order, for the failure message.
+ */
+async function tabCycle(page: Page): Promise<string[]> {
+  const total = await page.evaluate(() => {
+    const controls = document.querySelectorAll<HTMLElement>(
+      'a[href], button:not([disabled]), input:not([disabled]):not([type="hidden"]), select:not([disabled]), textarea:not([disabled]), summary, [tabindex]:not([tabindex="-1"])',
+    );
+    const groups = new Map<string, number>();
+    let n = 0;
+    for (const el of controls) {
+      delete el.dataset.kb;
+      if (!el.checkVisibility()) continue;
+      if (el instanceof HTMLInputElement && el.type === "radio") {
+        // Tab reaches the checked radio of a group; the arrow keys move within it.
+        const group = `${el.form?.getAttribute("aria-label") ?? ""}/${el.name}`;
+        if (!groups.has(group)) groups.set(group, n++);
+        el.dataset.kb = String(groups.get(group));
+        continue;
+      }
+      el.dataset.kb = String(n++);
+    }
+    return n;
+  });
+  const reached = new Map<string, string>();
+  const order: string[] = [];
+  for (let i = 0; i < total * 2 + 10; i++) {
+    await page.keyboard.press("Tab");
+    const f = await page.evaluate(() => {
+      const el = document.activeElement as HTMLElement | null;
+      if (!el || el === document.body) return undefined;
+      const style = getComputedStyle(el);
+      return {
+        kb: el.dataset.kb ?? "",
+        what: `${el.tagName.toLowerCase()} ${el.getAttribute("name") ?? ""} ${(el.textContent ?? "").trim().slice(0, 40)}`,
+        shown:
+          // The last stop in a date or time field is its calendar button, which Chromium rings itself.
+          (el instanceof HTMLInputElement &&
+            /^(date|datetime-local|time|month|week)$/.test(el.type) &&
+            !el.matches(":focus")) ||
+          (style.outlineStyle !== "none" && Number.parseFloat(style.outlineWidth) > 0) ||
+          style.boxShadow !== "none",
+      };
+    });
+    if (!f) continue;
+    expect(f.kb, `focus reached something that is not a control: ${f.what}`).not.toBe("");
+    expect(f.shown, `no visible focus on ${f.what}`).toBe(true);
+    if (reached.has(f.kb)) {
+      if (reached.size === total) break;
+      // Round once without reaching everything: something is out of reach, or focus is held.
+      if (f.kb === order[0]) break;
+      continue;
+    }
+    reached.set(f.kb, f.what);
+    order.push(f.kb);
+  }
+  const seen = [...reached.values()];
+  expect(reached.size, `reached by Tab: ${seen.join(" | ")}`).toBe(total);
+  return seen;
+}
+
 describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
   it("takes an invited person from the invitation to a delivered test event, and back in by keyboard", async () => {
     const own = await createPartner(t, "Kobo Credit & Sons");
@@ -443,4 +507,129 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     expect(((await after.json()) as { description: string }).description).toBe("edited by keyboard");
     await context.close();
   }, 120_000);
+  it("works with the keyboard alone: every control on every page reached with its focus shown, and the main actions done without a mouse", async () => {
+    const own = await createPartner(t, "Keyboard Lending");
+    const admin = await member(t, systemClock, own.partnerId, "admin");
+    const key = { authorization: `Bearer ${own.sandboxKey}`, "content-type": "application/json" };
+    const hook = await fetch(`${t.partnerUrl}/partner/v1/webhooks`, {
+      method: "POST",
+      headers: key,
+      body: JSON.stringify({ url: `${receiver.url}/keyboard-only`, events: ["consent.*"] }),
+    });
+    const webhookId = ((await hook.json()) as { id: string }).id;
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    await context.addCookies([
+      { name: "portal_session", value: (admin.browser.cookie ?? "").split("=")[1] ?? "", url: t.partnerUrl },
+    ]);
+    const page = await context.newPage();
+    page.on("dialog", (d) => void d.accept());
+    const focused = () =>
+      page.evaluate(() => {
+        const el = document.activeElement as HTMLElement | null;
+        return `${el?.getAttribute("name") ?? ""}|${(el?.textContent ?? "").trim()}|${el?.getAttribute("aria-label") ?? ""}|${el instanceof HTMLInputElement ? el.value : ""}|${el instanceof HTMLInputElement ? (el.labels?.[0]?.textContent ?? "").trim() : ""}`;
+      });
+    /** Tabs forward until `matches` says focus is on the control wanted (at most 300 presses). */
+    const tabTo = async (matches: (f: string) => boolean, what: string) => {
+      for (let i = 0; i < 300; i++) {
+        if (matches(await focused())) return;
+        await page.keyboard.press("Tab");
+      }
+      throw new Error(`Tab never reached ${what}`);
+    };
+    const heading = (name: string) => page.getByRole("heading", { level: 1, name }).waitFor();
+
+    // Every page: Tab all the way round.
+    for (const [path, title] of [
+      ["/", "Overview (sandbox)"],
+      ["/api-keys", "API keys (sandbox)"],
+      ["/webhooks", "Webhooks"],
+      [`/webhooks/${webhookId}`, `Deliveries to ${receiver.url}/keyboard-only`],
+      ["/consents", "Consents"],
+      ["/disbursements", "Disbursements and books"],
+      ["/events", "Event lookup"],
+      ["/signing-keys", "Signing keys"],
+      ["/sandbox", "Sandbox tools"],
+      ["/team", "Team"],
+    ] as const) {
+      await page.goto(`${t.partnerUrl}/portal${path}`);
+      await heading(title);
+      await page.waitForLoadState("networkidle");
+      const reached = await tabCycle(page);
+      expect(reached.length, path).toBeGreaterThan(5);
+    }
+
+    // The environment switch: arrow keys within the radio group, and back.
+    await page.goto(`${t.partnerUrl}/portal/`);
+    await heading("Overview (sandbox)");
+    await tabTo((f) => f.startsWith("env|"), "the environment switch");
+    await page.keyboard.press("ArrowRight");
+    await heading("Overview (production)");
+    await tabTo((f) => f.startsWith("env|"), "the environment switch");
+    await page.keyboard.press("ArrowLeft");
+    await heading("Overview (sandbox)");
+
+    // Navigation by Enter on a link; then roll the key, and the new one is shown with its copy button.
+    await tabTo((f) => f.startsWith("|API keys|"), "the API keys link");
+    await page.keyboard.press("Enter");
+    await heading("API keys (sandbox)");
+    await tabTo((f) => f.startsWith("|Roll|"), "Roll");
+    await page.keyboard.press("Enter");
+    const rolled = (await page.locator(".shown-once code.secret").textContent()) ?? "";
+    const withRolled = await fetch(`${t.partnerUrl}/partner/v1/keys`, {
+      headers: { authorization: `Bearer ${rolled}` },
+    });
+    expect(withRolled.status).toBe(200);
+
+    // A consent link made by keyboard (Enter in a field submits), accepted as the person in the sandbox tools.
+    await page.goto(`${t.partnerUrl}/portal/consents`);
+    await heading("Consents");
+    await tabTo((f) => f.startsWith("phone|"), "the phone field");
+    await page.keyboard.type("+2348000000001");
+    await page.keyboard.press("Enter");
+    const linkText = (await page.locator(".shown-once p code").first().textContent()) ?? "";
+    expect(linkText).toMatch(/^cnl_[0-9A-Z]{26}$/);
+    await page.goto(`${t.partnerUrl}/portal/sandbox`);
+    await heading("Sandbox tools");
+    await tabTo((f) => f.endsWith("|Consent link id"), "the consent link field");
+    await page.keyboard.type(linkText);
+    await tabTo((f) => f.startsWith("|Accept|"), "Accept");
+    await page.keyboard.press("Enter");
+    await page.getByRole("status").filter({ hasText: "Done." }).first().waitFor();
+
+    // The event it sent, looked up by keyboard; then replayed from the subscription's page by keyboard.
+    let eventId = "";
+    for (let i = 0; i < 100 && !eventId; i++) {
+      const events = (await (await fetch(`${t.partnerUrl}/partner/v1/events`, { headers: key })).json()) as {
+        events: { id: string; type: string }[];
+      };
+      eventId = events.events.find((e) => e.type === "consent.granted")?.id ?? "";
+      if (!eventId) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(eventId).toMatch(/^evt_/);
+    await page.goto(`${t.partnerUrl}/portal/events`);
+    await heading("Event lookup");
+    await tabTo((f) => f.startsWith("id|"), "the event id field");
+    await page.keyboard.type(eventId);
+    await page.keyboard.press("Enter");
+    await page.getByRole("heading", { level: 2, name: /consent\.granted/ }).waitFor();
+
+    await page.goto(`${t.partnerUrl}/portal/webhooks/${webhookId}`);
+    await heading(`Deliveries to ${receiver.url}/keyboard-only`);
+    await page.getByText("DELIVERED").first().waitFor({ timeout: 15_000 });
+    const copies = () => receiver.received.filter((r) => r.body.includes(eventId)).length;
+    const before = copies();
+    expect(before).toBeGreaterThan(0);
+    await tabTo((f) => f.startsWith("|Replay|"), "Replay");
+    await page.keyboard.press("Enter");
+    for (let i = 0; i < 150 && copies() === before; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(copies()).toBe(before + 1);
+
+    // The sandbox reset, confirmed in the browser's own dialog.
+    await page.goto(`${t.partnerUrl}/portal/sandbox`);
+    await heading("Sandbox tools");
+    await tabTo((f) => f.startsWith("|Reset the sandbox|"), "Reset the sandbox");
+    await page.keyboard.press("Enter");
+    await page.getByRole("status").filter({ hasText: "Reset: 1 consents" }).waitFor();
+    await context.close();
+  }, 180_000);
 });
