@@ -55,7 +55,11 @@ export async function createOrm(options: OrmOptions): Promise<Orm> {
       snapshot: false,
       silent: true,
     },
-    pool: { min: 0, max: options.poolSize },
+    // A fixed-size pool: a connection once opened is kept, not closed after 10 idle seconds. A new PostgreSQL
+    // session costs a fork and cold caches, and the snapshot read's prepared statement is planned afresh on it
+    // (five custom plans before the generic one): under a rise in load after a quiet spell, that showed as
+    // 100-500 ms reads. PostgreSQL holds an idle session for a few MB.
+    pool: { min: options.poolSize, max: options.poolSize },
     // Passed to `pg.Pool`: `connectionTimeoutMillis` also bounds the wait for a free pooled connection.
     driverOptions: {
       application_name: "partner-api",
