@@ -50,28 +50,12 @@ async function main(): Promise<void> {
         effective: config.allowLocalWebhooks,
       },
     );
-  let app: Awaited<ReturnType<typeof createApp>>;
-  try {
-    app = await createApp({ config, logger, clock, productionLocalWebhooks, ...runtime });
-  } catch (err) {
-    await runtime.embedded?.stop().catch(() => undefined);
-    if (err instanceof MasterKeyMismatchError) {
-      process.stderr.write(`configuration error: ${err.message}\n`);
-      process.exit(2);
-    }
-    throw err;
-  }
-  logger.info("started", { partner: app.partnerUrl, internal: app.internalUrl });
-
+  // The shutdown and the last-resort handlers are in place before anything listens: a request that fails
+  // the moment the listeners open meets the policy, never Node's default (which would leave the embedded
+  // PostgreSQL running behind a dead process).
+  let app: Awaited<ReturnType<typeof createApp>> | undefined;
   // Lets `npm run cli` find the internal API of a service started with `npm start`.
   const serviceFile = path.join(config.dataDir, dataFiles.service);
-  if (!config.databaseUrl && app.internalUrl) {
-    await fs.writeFile(
-      serviceFile,
-      JSON.stringify({ partnerUrl: app.partnerUrl, internalUrl: app.internalUrl, pid: process.pid }),
-    );
-  }
-
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
@@ -83,7 +67,7 @@ async function main(): Promise<void> {
     }, 30_000);
     force.unref();
     try {
-      await app.stop();
+      await app?.stop();
       if (!config.databaseUrl) await fs.rm(serviceFile, { force: true });
       await runtime.embedded?.stop();
       logger.info("stopped");
@@ -108,6 +92,25 @@ async function main(): Promise<void> {
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
   process.on("SIGHUP", () => void shutdown("SIGHUP"));
+
+  try {
+    app = await createApp({ config, logger, clock, productionLocalWebhooks, ...runtime });
+  } catch (err) {
+    await runtime.embedded?.stop().catch(() => undefined);
+    if (err instanceof MasterKeyMismatchError) {
+      process.stderr.write(`configuration error: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  logger.info("started", { partner: app.partnerUrl, internal: app.internalUrl });
+
+  if (!config.databaseUrl && app.internalUrl) {
+    await fs.writeFile(
+      serviceFile,
+      JSON.stringify({ partnerUrl: app.partnerUrl, internalUrl: app.internalUrl, pid: process.pid }),
+    );
+  }
 }
 
 main().catch((err: unknown) => {

@@ -63,7 +63,7 @@ describe("the last-resort policy", () => {
     await fetch(`${url}/healthz`).catch(() => undefined);
     expect(await service.exited).toBe(1);
     const msgs = service.logs.map((l) => l.msg);
-    expect(msgs).toContain("uncaught exception; stopping for a restart");
+    expect(msgs, JSON.stringify(service.logs)).toContain("uncaught exception; stopping for a restart");
     expect(msgs).toContain("stopped");
     // The embedded PostgreSQL was stopped with it: no server left holding the data directory.
     const pidFiles = (await fs.readdir(dataDir, { recursive: true })).filter((f) =>

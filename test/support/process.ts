@@ -33,8 +33,9 @@ export async function startServiceProcess(
   child.stderr?.on("data", (d) => {
     stderr += String(d);
   });
+  // On "close", not "exit": "exit" can come before the last lines the process wrote have been read.
   const exited = new Promise<number | string>((resolve) =>
-    child.on("exit", (code, signal) => resolve(code ?? signal ?? -1)),
+    child.on("close", (code, signal) => resolve(code ?? signal ?? -1)),
   );
   const listening = new Promise<{ partner?: string; internal?: string }>((resolve, reject) => {
     const timer = setTimeout(
