@@ -624,6 +624,31 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     for (let i = 0; i < 150 && copies() === before; i++) await new Promise((r) => setTimeout(r, 100));
     expect(copies()).toBe(before + 1);
 
+    // A list longer than a page: 20 links, then the rest after Load more (by keyboard).
+    for (let n = 0; n < 21; n++) {
+      const made = await fetch(`${t.partnerUrl}/partner/v1/consent-links`, {
+        method: "POST",
+        headers: key,
+        body: JSON.stringify({
+          phoneNumber: "+2348000000002",
+          scopes: ["standing"],
+          ledgerWindowDays: 90,
+          expiresInHours: 24,
+        }),
+      });
+      expect(made.status).toBe(200);
+    }
+    await page.goto(`${t.partnerUrl}/portal/consents`);
+    await heading("Consents");
+    const linkRows = page
+      .getByRole("heading", { name: "Recent consent links" })
+      .locator("xpath=..")
+      .locator("li");
+    await expect.poll(() => linkRows.count()).toBe(20);
+    await tabTo((f) => f.startsWith("|Load more|"), "Load more");
+    await page.keyboard.press("Enter");
+    await expect.poll(() => linkRows.count()).toBe(22);
+
     // The sandbox reset, confirmed in the browser's own dialog.
     await page.goto(`${t.partnerUrl}/portal/sandbox`);
     await heading("Sandbox tools");

@@ -60,6 +60,37 @@ export function CopyButton({ value, label = "Copy" }: { value: string; label?: s
   );
 }
 
+/**
+ * A table's box, which scrolls sideways on a narrow screen: focusable and named, so a keyboard can scroll it
+ * and a screen reader says what it is.
+ */
+export function TableWrap({ label, children }: { label: string; children: ComponentChildren }) {
+  return (
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling region must take focus to scroll by keyboard.
+    <section class="table-wrap" aria-label={`${label} table`} tabIndex={0}>
+      {children}
+    </section>
+  );
+}
+
+/** "Load more" under a list read a page at a time; nothing when the last page is in. */
+export function LoadMore(props: {
+  list: { hasNextPage: boolean; isFetchingNextPage: boolean; fetchNextPage: () => unknown };
+}) {
+  const { list } = props;
+  if (!list.hasNextPage) return null;
+  return (
+    <button
+      type="button"
+      class="secondary"
+      disabled={list.isFetchingNextPage}
+      onClick={() => void list.fetchNextPage()}
+    >
+      {list.isFetchingNextPage ? "Loading…" : "Load more"}
+    </button>
+  );
+}
+
 /** A secret shown once: the person is told it will not be shown again. */
 export function ShownOnce({ title, value }: { title: string; value: string }) {
   return (

@@ -1,4 +1,4 @@
-import { useMutation, useQuery } from "@connectrpc/connect-query";
+import { useInfiniteQuery, useMutation, useQuery } from "@connectrpc/connect-query";
 import { skipToken, useQueryClient } from "@tanstack/react-query";
 import { useState } from "preact/hooks";
 import {
@@ -10,7 +10,7 @@ import {
   ConsentService,
 } from "../../../../gen/partner/v1/consents_pb.ts";
 import { Qr } from "../qr.tsx";
-import { CopyButton, ErrorBox, enumName, IdLookup, Loading, Page, Time } from "../ui.tsx";
+import { CopyButton, ErrorBox, enumName, IdLookup, Loading, LoadMore, Page, Time } from "../ui.tsx";
 
 /** The contract's scopes, in the words the person reads on the consent page. */
 const SCOPES: { scope: string; label: string }[] = [
@@ -204,14 +204,22 @@ function StatusFilter(props: {
 function RecentLinks() {
   const [status, setStatus] = useState("");
   const value = ConsentLink_StatusSchema.values.find((v) => v.name === status)?.number ?? 0;
-  const links = useQuery(ConsentService.method.listConsentLinks, { limit: 20, status: value as never });
+  const links = useInfiniteQuery(
+    ConsentService.method.listConsentLinks,
+    { limit: 20, startingAfter: "", status: value as never },
+    {
+      pageParamKey: "startingAfter",
+      getNextPageParam: (last) => (last.hasMore ? last.consentLinks.at(-1)?.id : undefined),
+    },
+  );
+  const rows = links.data?.pages.flatMap((p) => p.consentLinks);
   return (
     <div class="panel">
       <h2>Recent consent links</h2>
       <StatusFilter label="Status" options={LINK_STATUSES} value={status} onChange={setStatus} />
       <ErrorBox error={links.error} />
       <ul>
-        {links.data?.consentLinks.map((l) => (
+        {rows?.map((l) => (
           <li key={l.id}>
             <code>{l.id}</code> {enumName(ConsentLink_StatusSchema, l.status)}, phone ending{" "}
             {l.phoneNumberLast4}, made <Time at={l.createdAt} />{" "}
@@ -219,7 +227,8 @@ function RecentLinks() {
           </li>
         ))}
       </ul>
-      {links.data?.consentLinks.length === 0 ? <p>None.</p> : null}
+      {rows?.length === 0 ? <p>None.</p> : null}
+      <LoadMore list={links} />
     </div>
   );
 }
@@ -227,21 +236,30 @@ function RecentLinks() {
 function RecentConsents() {
   const [status, setStatus] = useState("");
   const value = Consent_StatusSchema.values.find((v) => v.name === status)?.number ?? 0;
-  const consents = useQuery(ConsentService.method.listConsents, { limit: 20, status: value as never });
+  const consents = useInfiniteQuery(
+    ConsentService.method.listConsents,
+    { limit: 20, startingAfter: "", status: value as never },
+    {
+      pageParamKey: "startingAfter",
+      getNextPageParam: (last) => (last.hasMore ? last.consents.at(-1)?.id : undefined),
+    },
+  );
+  const rows = consents.data?.pages.flatMap((p) => p.consents);
   return (
     <div class="panel">
       <h2>Recent consents</h2>
       <StatusFilter label="Status" options={CONSENT_STATUSES} value={status} onChange={setStatus} />
       <ErrorBox error={consents.error} />
       <ul>
-        {consents.data?.consents.map((c) => (
+        {rows?.map((c) => (
           <li key={c.id}>
             <code>{c.id}</code> {enumName(Consent_StatusSchema, c.status)} for <code>{c.userId}</code>,
             granted <Time at={c.grantedAt} />
           </li>
         ))}
       </ul>
-      {consents.data?.consents.length === 0 ? <p>None.</p> : null}
+      {rows?.length === 0 ? <p>None.</p> : null}
+      <LoadMore list={consents} />
     </div>
   );
 }

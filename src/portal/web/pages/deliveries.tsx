@@ -8,7 +8,7 @@ import {
   Delivery_StatusSchema,
   WebhookService,
 } from "../../../../gen/partner/v1/webhooks_pb.ts";
-import { ErrorBox, enumName, Loading, Page, Time } from "../ui.tsx";
+import { ErrorBox, enumName, Loading, LoadMore, Page, Time } from "../ui.tsx";
 import { WebhookStats } from "./webhook-stats.tsx";
 
 const STATUSES = [
@@ -64,11 +64,7 @@ export function DeliveriesPage({ webhookId }: { webhookId: string }) {
           <DeliveryCard key={d.id} delivery={d} />
         ))}
       </ul>
-      {deliveries.hasNextPage ? (
-        <button type="button" class="secondary" onClick={() => void deliveries.fetchNextPage()}>
-          Load more
-        </button>
-      ) : null}
+      <LoadMore list={deliveries} />
     </Page>
   );
 }

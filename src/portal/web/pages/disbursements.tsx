@@ -1,4 +1,4 @@
-import { useQuery } from "@connectrpc/connect-query";
+import { useInfiniteQuery, useQuery } from "@connectrpc/connect-query";
 import { skipToken } from "@tanstack/react-query";
 import { useMemo, useState } from "preact/hooks";
 import {
@@ -9,7 +9,7 @@ import {
   Repayment_StatusSchema,
 } from "../../../../gen/partner/v1/disbursements_pb.ts";
 import { TimeChart } from "../chart.tsx";
-import { ErrorBox, enumName, IdLookup, Loading, Page } from "../ui.tsx";
+import { ErrorBox, enumName, IdLookup, Loading, LoadMore, Page, TableWrap } from "../ui.tsx";
 
 /** Kobo as naira for people to read (exact: integer arithmetic on the bigint, never floating point). */
 export function naira(kobo: bigint): string {
@@ -79,7 +79,7 @@ function DisbursementCard({ d }: { d: Disbursement }) {
       </dl>
       <h3>Repayments</h3>
       <ErrorBox error={repayments.error} />
-      <div class="table-wrap">
+      <TableWrap label="Repayments">
         <table>
           <caption class="visually-hidden">Repayments</caption>
           <thead>
@@ -105,7 +105,7 @@ function DisbursementCard({ d }: { d: Disbursement }) {
             ))}
           </tbody>
         </table>
-      </div>
+      </TableWrap>
     </>
   );
 }
@@ -114,7 +114,17 @@ function Books() {
   const today = lagosDay(new Date());
   const monthAgo = lagosDay(new Date(Date.now() - 30 * 86_400_000));
   const [period, setPeriod] = useState({ from: monthAgo, to: today });
-  const books = useQuery(DisbursementService.method.getBooks, { ...period, limit: 100 });
+  // The totals are the whole period's on every page; the entries come a page at a time.
+  const books = useInfiniteQuery(
+    DisbursementService.method.getBooks,
+    { ...period, limit: 50, startingAfter: "" },
+    {
+      pageParamKey: "startingAfter",
+      getNextPageParam: (last) => (last.hasMore ? last.nextStartingAfter : undefined),
+    },
+  );
+  const totals = books.data?.pages[0];
+  const entries = books.data?.pages.flatMap((p) => p.entries) ?? [];
   return (
     <div class="panel">
       <h2>Books</h2>
@@ -138,20 +148,52 @@ function Books() {
       </form>
       <ErrorBox error={books.error} />
       <BooksChart from={period.from} to={period.to} />
-      {books.data ? (
+      {totals ? (
         <dl class="facts">
           <dt>Principal out</dt>
-          <dd>{naira(books.data.principalOutKobo)}</dd>
+          <dd>{naira(totals.principalOutKobo)}</dd>
           <dt>Fees</dt>
-          <dd>{naira(books.data.feesKobo)}</dd>
+          <dd>{naira(totals.feesKobo)}</dd>
           <dt>Repayments in</dt>
-          <dd>{naira(books.data.repaymentsInKobo)}</dd>
+          <dd>{naira(totals.repaymentsInKobo)}</dd>
           <dt>Refunds</dt>
-          <dd>{naira(books.data.refundsKobo)}</dd>
+          <dd>{naira(totals.refundsKobo)}</dd>
           <dt>Net</dt>
-          <dd>{naira(books.data.netKobo)}</dd>
+          <dd>{naira(totals.netKobo)}</dd>
         </dl>
       ) : null}
+      {entries.length ? (
+        <TableWrap label="Entries of the period, oldest first">
+          <table>
+            <caption>Entries of the period, oldest first</caption>
+            <thead>
+              <tr>
+                <th scope="col">Booked</th>
+                <th scope="col">Kind</th>
+                <th scope="col">Amount</th>
+                <th scope="col">Disbursement</th>
+                <th scope="col">Repayment</th>
+              </tr>
+            </thead>
+            <tbody>
+              {entries.map((b, n) => (
+                <tr key={`${b.bookedAt}.${b.kind}.${b.disbursementId}.${b.repaymentId}.${n}`}>
+                  <td>{new Date(b.bookedAt).toLocaleString()}</td>
+                  <td>
+                    <code>{b.kind}</code>
+                  </td>
+                  <td>{naira(b.amountKobo)}</td>
+                  <td>
+                    <code>{b.disbursementId}</code>
+                  </td>
+                  <td>{b.repaymentId ? <code>{b.repaymentId}</code> : null}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </TableWrap>
+      ) : null}
+      <LoadMore list={books} />
     </div>
   );
 }
@@ -169,7 +211,15 @@ const STATUSES = [
 function Recent() {
   const [status, setStatus] = useState("");
   const value = Disbursement_StatusSchema.values.find((v) => v.name === status)?.number ?? 0;
-  const list = useQuery(DisbursementService.method.listDisbursements, { limit: 20, status: value as never });
+  const list = useInfiniteQuery(
+    DisbursementService.method.listDisbursements,
+    { limit: 20, startingAfter: "", status: value as never },
+    {
+      pageParamKey: "startingAfter",
+      getNextPageParam: (last) => (last.hasMore ? last.disbursements.at(-1)?.id : undefined),
+    },
+  );
+  const rows = list.data?.pages.flatMap((p) => p.disbursements);
   return (
     <div class="panel">
       <h2>Recent disbursements</h2>
@@ -184,14 +234,15 @@ function Recent() {
       </label>
       <ErrorBox error={list.error} />
       <ul>
-        {list.data?.disbursements.map((d) => (
+        {rows?.map((d) => (
           <li key={d.id}>
             <code>{d.id}</code> {enumName(Disbursement_StatusSchema, d.status)}: {naira(d.principalKobo)} to{" "}
             <code>{d.userId}</code>
           </li>
         ))}
       </ul>
-      {list.data?.disbursements.length === 0 ? <p>None.</p> : null}
+      {rows?.length === 0 ? <p>None.</p> : null}
+      <LoadMore list={list} />
     </div>
   );
 }

@@ -1,6 +1,6 @@
 import { useQuery } from "@connectrpc/connect-query";
 import { KeysService, SigningKey_StatusSchema } from "../../../../gen/partner/v1/keys_pb.ts";
-import { ErrorBox, enumName, Loading, Page, Time } from "../ui.tsx";
+import { ErrorBox, enumName, Loading, Page, TableWrap, Time } from "../ui.tsx";
 
 /** The environment's snapshot signing keys (kid, status, rotation dates), and where the reference lives. */
 export function SigningKeysPage() {
@@ -15,7 +15,7 @@ export function SigningKeysPage() {
       {keys.isPending ? <Loading /> : null}
       <ErrorBox error={keys.error} />
       {keys.data ? (
-        <div class="table-wrap">
+        <TableWrap label="Signing keys">
           <table>
             <caption class="visually-hidden">Signing keys</caption>
             <thead>
@@ -43,7 +43,7 @@ export function SigningKeysPage() {
               ))}
             </tbody>
           </table>
-        </div>
+        </TableWrap>
       ) : null}
     </Page>
   );

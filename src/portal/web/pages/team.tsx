@@ -1,9 +1,9 @@
-import { useMutation, useQuery } from "@connectrpc/connect-query";
+import { useInfiniteQuery, useMutation, useQuery } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
 import { useState } from "preact/hooks";
 import type { Member } from "../../../../gen/portal/v1/members_pb.ts";
 import { TeamService } from "../../../../gen/portal/v1/team_pb.ts";
-import { CopyButton, ErrorBox, Loading, Page, Time } from "../ui.tsx";
+import { CopyButton, ErrorBox, Loading, LoadMore, Page, TableWrap, Time } from "../ui.tsx";
 
 const ROLES = ["admin", "developer", "viewer"] as const;
 
@@ -11,7 +11,14 @@ const ROLES = ["admin", "developer", "viewer"] as const;
 export function TeamPage({ me }: { me: Member }) {
   const client = useQueryClient();
   const members = useQuery(TeamService.method.listMembers, {});
-  const audit = useQuery(TeamService.method.listAuditEvents, { limit: 50 });
+  const audit = useInfiniteQuery(
+    TeamService.method.listAuditEvents,
+    { limit: 50, startingAfter: "" },
+    {
+      pageParamKey: "startingAfter",
+      getNextPageParam: (last) => (last.hasMore ? last.events.at(-1)?.id : undefined),
+    },
+  );
   const invite = useMutation(TeamService.method.inviteMember, {
     onSuccess: () => void client.invalidateQueries(),
   });
@@ -61,7 +68,7 @@ export function TeamPage({ me }: { me: Member }) {
       </ul>
       <h2>Audit log</h2>
       <ErrorBox error={audit.error} />
-      <div class="table-wrap">
+      <TableWrap label="Audit log">
         <table>
           <caption class="visually-hidden">Audit log</caption>
           <thead>
@@ -74,26 +81,29 @@ export function TeamPage({ me }: { me: Member }) {
             </tr>
           </thead>
           <tbody>
-            {audit.data?.events.map((a) => (
-              <tr key={a.id}>
-                <td>
-                  <Time at={a.createdAt} />
-                </td>
-                <td>{a.actorEmail || a.actor}</td>
-                <td>
-                  <code>{a.action}</code> {a.detail ? <code>{a.detail}</code> : null}{" "}
-                  {a.target ? <code class="muted">{a.target}</code> : null}
-                  {a.environment ? <span class="muted"> ({a.environment})</span> : null}
-                </td>
-                <td>{a.outcome}</td>
-                <td>
-                  {a.clientAddress} <span class="muted">{a.userAgent}</span>
-                </td>
-              </tr>
-            ))}
+            {audit.data?.pages
+              .flatMap((p) => p.events)
+              .map((a) => (
+                <tr key={a.id}>
+                  <td>
+                    <Time at={a.createdAt} />
+                  </td>
+                  <td>{a.actorEmail || a.actor}</td>
+                  <td>
+                    <code>{a.action}</code> {a.detail ? <code>{a.detail}</code> : null}{" "}
+                    {a.target ? <code class="muted">{a.target}</code> : null}
+                    {a.environment ? <span class="muted"> ({a.environment})</span> : null}
+                  </td>
+                  <td>{a.outcome}</td>
+                  <td>
+                    {a.clientAddress} <span class="muted">{a.userAgent}</span>
+                  </td>
+                </tr>
+              ))}
           </tbody>
         </table>
-      </div>
+      </TableWrap>
+      <LoadMore list={audit} />
     </Page>
   );
 }
