@@ -359,6 +359,8 @@ export async function startListeners(o: ListenerOptions) {
       orm: o.orm,
       sessions: services.portal.sessions,
       publicUrl: services.portal.publicUrl,
+      rateLimiter: services.rateLimiter,
+      buckets: config.rateLimits,
     }),
     logger,
     [],

@@ -29,9 +29,14 @@ export const PortalInviteEntity = defineEntity({
     passwordHash: p.text().nullable(),
     /** Sealed (associated data `portal-invite-totp:<id>`). */
     totpEnc: p.type("bytea").nullable(),
+    /** Wrong codes given to ConfirmEnrolment; at {@link MAX_WRONG_CODES} the invite is spent. */
+    wrongCodes: p.integer().fieldName("wrong_codes").default(0),
   },
   indexes: [{ name: "portal_invites_by_expiry", properties: ["expiresAt"] }],
 });
+
+/** Wrong enrolment codes an invite takes before it is spent and a new one must be asked for. */
+export const MAX_WRONG_CODES = 10;
 
 /** A portal invite row. */
 export type PortalInviteRow = InferEntity<typeof PortalInviteEntity>;

@@ -8,7 +8,7 @@ import type { Em } from "../platform/db/orm.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
 import type { Actor, AuditService } from "./audit.service.ts";
-import { PortalInviteEntity, type PortalInviteRow } from "./invite.entity.ts";
+import { MAX_WRONG_CODES, PortalInviteEntity, type PortalInviteRow } from "./invite.entity.ts";
 import { PortalMemberEntity, type PortalMemberRow } from "./member.entity.ts";
 import { checkPassword, hashPassword } from "./password.ts";
 import { isRole, type Role } from "./roles.ts";
@@ -100,6 +100,7 @@ export function createPeopleService(o: PeopleServiceOptions) {
         usedAt: null,
         passwordHash: null,
         totpEnc: null,
+        wrongCodes: 0,
       };
       await em.transactional(async (tx) => {
         if (await tx.count(PortalMemberEntity, { email: normal, removedAt: null }))
@@ -144,8 +145,18 @@ export function createPeopleService(o: PeopleServiceOptions) {
           throw new ApiError("conflict", "Set a password first (AcceptInvite).");
         const secret = box.open(invite.totpEnc, inviteAad(invite.id)).toString();
         const step = totpStep(secret, code.trim(), clock.now().getTime());
-        if (step === undefined)
-          throw validationFailed({ code: "is not the current code of the authenticator" });
+        if (step === undefined) {
+          // Counted and kept (the refusal is returned, not thrown, so the count commits): ten wrong codes
+          // spend the invite, so holding its URL is not a licence to try every code.
+          invite.wrongCodes += 1;
+          if (invite.wrongCodes >= MAX_WRONG_CODES) {
+            invite.usedAt = clock.now();
+            invite.passwordHash = null;
+            invite.totpEnc = null;
+          }
+          await tx.flush();
+          return { wrong: invite.wrongCodes >= MAX_WRONG_CODES ? ("spent" as const) : ("wrong" as const) };
+        }
         const id = newId("mbr");
         const member: PortalMemberRow = {
           id,
@@ -175,6 +186,14 @@ export function createPeopleService(o: PeopleServiceOptions) {
         const session = await o.sessions.start(tx, member);
         return { member, session };
       });
+      if ("wrong" in result) {
+        if (result.wrong === "spent")
+          throw new ApiError(
+            "not_found",
+            `Too many wrong codes: this invite is spent. Ask for a new one (${MAX_WRONG_CODES} tries per invite).`,
+          );
+        throw validationFailed({ code: "is not the current code of the authenticator" });
+      }
       return { ...result, recoveryCodes: codes.codes };
     },
 

@@ -4,8 +4,8 @@ import type { Actor } from "./audit.service.ts";
 import type { Role } from "./roles.ts";
 import type { LiveSession } from "./session.service.ts";
 
-/** The client's address as the listener saw it (the socket's remote address), for the audit log and throttles. */
-export const kClientAddress = createContextKey<string>("", { description: "client address" });
+/** Where the audit log and the throttles read the client's address (set on every face, REST included). */
+export { kClientAddress } from "../platform/rpc/context.ts";
 
 /** A call made from the portal: who, from where, and the session when there is one. */
 export interface PortalCall {

@@ -1,11 +1,16 @@
 import { TeamService } from "../../gen/portal/v1/team_pb.ts";
+import type { BucketSpec } from "../config.ts";
 import type { Orm } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { kEm } from "../platform/rpc/context.ts";
-import type { Edge } from "../platform/rpc/edge.ts";
+import { type Edge, rateLimitHeaders } from "../platform/rpc/edge.ts";
+import type { RateLimiter } from "../ratelimit/rate-limiter.ts";
 import { cookieOf, requireSameOrigin, SESSION_COOKIE } from "./cookies.ts";
 import { kClientAddress, kPortal } from "./portal.context.ts";
 import type { SessionService } from "./session.service.ts";
+
+/** The portal's methods that only read, for the rate-limit class (the rest write). */
+const READS = new Set(["WhoAmI", "ListMembers", "ListAuditEvents"]);
 
 /** The portal methods a person calls before having a session. */
 const WITHOUT_SESSION = new Set(["GetInvite", "AcceptInvite", "ConfirmEnrolment", "SignIn"]);
@@ -15,14 +20,25 @@ export interface PortalEdgeOptions {
   orm: Orm;
   sessions: SessionService;
   publicUrl: () => string;
+  /** Each member's own buckets for the portal's services (the service's default read and write limits). */
+  rateLimiter: RateLimiter;
+  buckets: { read: BucketSpec; write: BucketSpec };
 }
 
 /**
  * The edge of the portal's own services (`portal.v1`, on the partner listener): never an API key (an API key
  * must never mint people or sessions), always same-origin Connect calls (the CSRF defence, docs/portal.md),
- * a live session for everything but joining and signing in, and the admin role for the team.
+ * a live session for everything but joining and signing in, and the admin role for the team. A signed-in
+ * member's calls draw on the member's own read and write buckets (`<member id>.portal`), apart from the
+ * partner API's buckets; joining and signing in have their own limits (per invite, per account and address).
  */
-export function createPortalEdge({ orm, sessions, publicUrl }: PortalEdgeOptions): Edge {
+export function createPortalEdge({
+  orm,
+  sessions,
+  publicUrl,
+  rateLimiter,
+  buckets,
+}: PortalEdgeOptions): Edge {
   return {
     async admit(call) {
       if (call.requestHeader.has("authorization"))
@@ -46,6 +62,15 @@ export function createPortalEdge({ orm, sessions, publicUrl }: PortalEdgeOptions
       if (!session) throw new ApiError("unauthenticated", "Sign in to the portal first.");
       if (call.method.parent.typeName === TeamService.typeName && session.role !== "admin")
         throw new ApiError("permission_denied", "Only the partner's admins manage the team.");
+      const cls = READS.has(call.method.name) ? "read" : "write";
+      const decision = await rateLimiter.take(() => em, `${session.memberId}.portal`, cls, buckets[cls]);
+      const headers = rateLimitHeaders(cls, decision);
+      for (const [k, v] of Object.entries(headers)) call.responseHeader.set(k, v);
+      if (!decision.allowed)
+        throw new ApiError("rate_limited", undefined, {
+          retryAfterSeconds: decision.retryAfterSeconds,
+          headers,
+        });
     },
     invoke: (_call, _request, handler) => handler(),
   };

@@ -79,7 +79,9 @@ export function createSigninService(o: SigninServiceOptions) {
   return {
     /** Signs in; the session's token is returned here only. */
     async signIn(em: Em, actor: Actor, email: string, password: string, code: string) {
-      const byAddress = addresses.mayAuthenticate(actor.address);
+      // Charged before the password hash, not after it: a burst from one address is refused here at once
+      // rather than queueing for the hashing slots (and cannot overdraw the bucket by arriving together).
+      const byAddress = addresses.reserveFailure(actor.address);
       if (!byAddress.allowed) throw throttled(byAddress.retryAfterSeconds);
       const normal = email.trim().toLowerCase().slice(0, 320);
       const emailHash = sha256(`portal-signin:${normal}`);
@@ -111,8 +113,10 @@ export function createSigninService(o: SigninServiceOptions) {
               return { member, session: await sessions.start(tx, member) };
             })
           : undefined;
-      if (outcome) return outcome;
-      addresses.failed(actor.address);
+      if (outcome) {
+        addresses.refund(actor.address);
+        return outcome;
+      }
       await fail(em, emailHash);
       // Recorded in the member's partner's log; a failure for an email nobody has is in no partner's log.
       if (found)

@@ -79,6 +79,24 @@ export function createAddressGuard(o: AddressGuardOptions) {
       b.tokens = Math.max(0, b.tokens - 1);
     },
 
+    /**
+     * Takes a failure's token up front, for work that is expensive before it knows whether it failed (a
+     * password hash): concurrent attempts from one address cannot all pass the check and then overdraw it.
+     * Give it back with {@link refund} when the attempt succeeds.
+     */
+    reserveFailure(address: string): GuardDecision {
+      const b = current("failures", address);
+      if (b.tokens < 1) return refused("failures", b);
+      b.tokens -= 1;
+      return { allowed: true };
+    },
+
+    /** Gives back a token taken by {@link reserveFailure}, for an attempt that succeeded. */
+    refund(address: string): void {
+      const b = current("failures", address);
+      b.tokens = Math.min(o.failures.capacity, b.tokens + 1);
+    },
+
     /** Takes one hosted-page request from the address's bucket. */
     takePage(address: string): GuardDecision {
       const b = current("pages", address);

@@ -130,6 +130,26 @@ describe("the partner API with a session", () => {
       clientAddress: expect.stringMatching(/127\.0\.0\.1/),
     });
     expect(events.map((e) => e.action)).toEqual(expect.arrayContaining(["enrolled", "sign_in", "api_call"]));
+    // Over REST too, and the log says where from.
+    const overRest = await fetch(`${t.partnerUrl}/partner/v1/webhooks`, {
+      method: "POST",
+      headers: {
+        cookie: admin.browser.cookie ?? "",
+        origin: t.partnerUrl,
+        "connect-protocol-version": "1",
+        "x-portal-environment": "sandbox",
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ url: "http://127.0.0.1:9/portal-rest-hook", events: ["*"] }),
+    });
+    expect(overRest.status).toBe(200);
+    const restId = ((await overRest.json()) as { id: string }).id;
+    const after = await admin.browser.client(TeamService).listAuditEvents({});
+    expect(after.events.find((e) => e.target === restId)).toMatchObject({
+      action: "api_call",
+      detail: "partner.v1.WebhookService/CreateWebhook",
+      clientAddress: expect.stringMatching(/127\.0\.0\.1/),
+    });
     // The operator reads the same log.
     const viaOperator = await portalAdmin(t).listAuditEvents({ partnerId: partner.partnerId, limit: 2 });
     expect(viaOperator.events).toHaveLength(2);

@@ -400,7 +400,9 @@ export const PortalAuthService: GenService<{
   },
   /**
    * Sets the invitee's password (12 to 128 characters) and starts the TOTP enrolment: returns the secret as
-   * an otpauth:// URI, in base32 and as a QR code. Nobody is a member until ConfirmEnrolment.
+   * an otpauth:// URI, in base32 and as a QR code. Nobody is a member until ConfirmEnrolment; until then it
+   * may be called again (someone who lost the QR code starts over), and the new password and secret replace
+   * the earlier ones.
    *
    * @generated from rpc portal.v1.PortalAuthService.AcceptInvite
    */
@@ -411,7 +413,9 @@ export const PortalAuthService: GenService<{
   },
   /**
    * Confirms the enrolment with a current 6-digit code: the member exists, the invite is used up, and the
-   * answer carries the member's 10 recovery codes (shown once) and a session cookie.
+   * answer carries the member's 10 recovery codes (shown once) and a session cookie. A wrong code is 422
+   * `validation_failed` naming `code`; the tenth wrong code on one invite spends it (`not_found`, ask for a new
+   * invite), so holding an invite's URL is no licence to try every code.
    *
    * @generated from rpc portal.v1.PortalAuthService.ConfirmEnrolment
    */

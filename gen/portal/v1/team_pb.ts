@@ -250,6 +250,8 @@ export const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse> 
 /**
  * TeamService is how a partner's admins manage their team and read the audit log, from the portal (a
  * session of an `admin` member; other roles get 403 `permission_denied`, and an API key is always refused).
+ * Each member's calls draw on the member's own read and write buckets (the service's default limits;
+ * ListMembers and ListAuditEvents are reads): past them, 429 `rate_limited` with `Retry-After`.
  *
  * @generated from service portal.v1.TeamService
  */

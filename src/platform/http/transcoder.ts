@@ -17,7 +17,7 @@ import {
 import { createContextValues, createHandlerContext, type HandlerContext } from "@connectrpc/connect";
 import { ApiError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
-import { kRequestId } from "../rpc/context.ts";
+import { kClientAddress, kRequestId } from "../rpc/context.ts";
 import type { Edge } from "../rpc/edge.ts";
 import { toApiError } from "../rpc/errors.ts";
 import { validateRequest } from "../rpc/validation.ts";
@@ -322,7 +322,9 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
     url: URL,
     vars: Record<string, string>,
   ) => {
-    const values = createContextValues().set(kRequestId, requestId);
+    const values = createContextValues()
+      .set(kRequestId, requestId)
+      .set(kClientAddress, req.socket?.remoteAddress ?? "");
     const ctx = createHandlerContext({
       service: route.service,
       method: route.method,

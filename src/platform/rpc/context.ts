@@ -7,6 +7,9 @@ import type { Caller } from "../tenancy.ts";
 /** The request's `req_` id, set at the HTTP layer before anything else runs. */
 export const kRequestId = createContextKey<string>("", { description: "request id" });
 
+/** The client's address as the listener saw it (the socket's remote address), for the audit log and throttles. */
+export const kClientAddress = createContextKey<string>("", { description: "client address" });
+
 /** The authenticated partner caller; set by the edge on the partner listener. */
 export const kCaller = createContextKey<Caller | undefined>(undefined, { description: "caller" });
 

@@ -18,6 +18,7 @@ import { Migration20261124100000_limit_overrides } from "./Migration202611241000
 import { Migration20261126000000_portal } from "./Migration20261126000000_portal.ts";
 import { Migration20261127100000_webhook_portal } from "./Migration20261127100000_webhook_portal.ts";
 import { Migration20261127200000_partner_lists } from "./Migration20261127200000_partner_lists.ts";
+import { Migration20261128000000_invite_wrong_codes } from "./Migration20261128000000_invite_wrong_codes.ts";
 import { Migration20261128010000_counterparty_window } from "./Migration20261128010000_counterparty_window.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
@@ -45,5 +46,6 @@ export const migrations = [
   { name: "Migration20261126000000_portal", class: Migration20261126000000_portal },
   { name: "Migration20261127100000_webhook_portal", class: Migration20261127100000_webhook_portal },
   { name: "Migration20261127200000_partner_lists", class: Migration20261127200000_partner_lists },
+  { name: "Migration20261128000000_invite_wrong_codes", class: Migration20261128000000_invite_wrong_codes },
   { name: "Migration20261128010000_counterparty_window", class: Migration20261128010000_counterparty_window },
 ];
