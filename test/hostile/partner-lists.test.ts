@@ -260,7 +260,7 @@ async function rowsRead(table: string, run: (tx: Em) => Promise<unknown>): Promi
 }
 
 describe("the cost of a page", () => {
-  it("does not change when another tenant stores thousands of rows", async () => {
+  it("stays a handful of rows when another tenant stores thousands, and twice as many again", async () => {
     const now = new Date();
     const pages = {
       consents: (tx: Em) => consentRepository.listConsents(tx, {}, undefined, 3),
@@ -303,9 +303,10 @@ describe("the cost of a page", () => {
     await seed(b.partnerId, "sandbox", userB, 1000, "01");
     await seed(a.partnerId, "production", liveUserA, 3000, "2C");
     const after = await measure();
-    expect(after).toEqual(before);
-    // A page of 3 reads a handful of rows, never a scan of another tenant's.
-    for (const [name, n] of Object.entries(after)) expect(n, name).toBeLessThanOrEqual(8);
+    // A page of 3 reads a handful of rows, never a scan of another tenant's, however many they store. (Not
+    // the same count each time: the planner may pick another of A's indexes after the second ANALYZE.)
+    for (const [name, n] of Object.entries(before)) expect(n, `${name}, before`).toBeLessThanOrEqual(8);
+    for (const [name, n] of Object.entries(after)) expect(n, `${name}, after`).toBeLessThanOrEqual(8);
     // And the answers are still only A's.
     const res = await get(a.sandboxKey, "/partner/v1/disbursements?limit=100");
     expect(res.body.disbursements.map((x: { id: string }) => x.id)).toEqual(mine.disbursements);
