@@ -188,6 +188,9 @@ describe("the partner's lists, across tenants", () => {
       ["/partner/v1/consents?limit=-1", 422, "validation_failed", "limit"],
       ["/partner/v1/consent-links?limit=1000", 422, "validation_failed", "limit"],
       ["/partner/v1/disbursements?limit=0x10", 400, "invalid_argument", ""],
+      // A field given twice is refused, not read as its last value.
+      ["/partner/v1/consents?limit=1&limit=100", 400, "invalid_argument", ""],
+      ["/partner/v1/books?from=2026-01-01&to=2026-01-31&from=2025-01-01", 400, "invalid_argument", ""],
       ["/partner/v1/consents?starting_after=cns_nope", 422, "validation_failed", "startingAfter"],
       [
         "/partner/v1/consents?starting_after=dsb_01J0000000000000000000000A",

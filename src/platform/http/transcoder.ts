@@ -299,10 +299,17 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
         assign(json, target.names, parsed as JsonValue, false);
       }
     }
+    const seen = new Set<string>();
     for (const [key, value] of query) {
       const target = body === "*" ? undefined : resolvePath(input, key);
       if (!target || target.leaf.fieldKind === "message" || target.leaf.fieldKind === "map") {
         throw new ApiError("invalid_argument", `Unknown query parameter "${key}".`);
+      }
+      // One value for a field that holds one: `?limit=1&limit=1000` is refused, not read as its last value.
+      if (target.leaf.fieldKind !== "list") {
+        if (seen.has(key))
+          throw new ApiError("invalid_argument", `Query parameter "${key}" is given more than once.`);
+        seen.add(key);
       }
       assign(json, target.names, scalarFromString(target.leaf, value), target.leaf.fieldKind === "list");
     }
