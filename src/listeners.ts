@@ -43,7 +43,7 @@ import {
 import { newId } from "./platform/ids.ts";
 import type { Logger } from "./platform/logger.ts";
 import type { Metrics } from "./platform/metrics.ts";
-import { kRequestId } from "./platform/rpc/context.ts";
+import { kRequestHost, kRequestId } from "./platform/rpc/context.ts";
 import { createInternalEdge, createPartnerEdge, type Edge, replayable } from "./platform/rpc/edge.ts";
 import { toApiError } from "./platform/rpc/errors.ts";
 import { edgeInterceptor } from "./platform/rpc/interceptor.ts";
@@ -203,7 +203,8 @@ function connectHandler(services: ServiceBinding[], edge: Edge, logger: Logger, 
     contextValues: (req) =>
       createContextValues()
         .set(kRequestId, requestIdOf(req))
-        .set(kClientAddress, req.socket?.remoteAddress ?? ""),
+        .set(kClientAddress, req.socket?.remoteAddress ?? "")
+        .set(kRequestHost, String(req.headers.host ?? req.headers[":authority"] ?? "")),
     jsonOptions: { alwaysEmitImplicit: true },
     readMaxBytes: MAX_BODY_BYTES,
     fallback: (req, res) => {
@@ -351,7 +352,12 @@ async function serveMetrics(
 export async function startListeners(o: ListenerOptions) {
   const { config, services, logger } = o;
   const partnerList = partnerServices(services, o.clock);
-  const partnerEdge = createPartnerEdge({ ...services, orm: o.orm, portal: services.portal.gate });
+  const partnerEdge = createPartnerEdge({
+    ...services,
+    orm: o.orm,
+    portal: services.portal.gate,
+    sessionOnly: new Set([PartnerApiKeyService.typeName]),
+  });
   // The portal's own services: same listener, their own edge (never an API key), never CORS.
   const portalConnect = connectHandler(
     portalConnectServices(services.portal),

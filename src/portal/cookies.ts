@@ -36,14 +36,15 @@ export function clearedCookie(publicUrl: string): string {
  * and Connect's `connect-protocol-version: 1` header, which no cross-site HTML form can send and which a
  * cross-site script cannot send without a CORS preflight the portal's paths never grant.
  */
-export function requireSameOrigin(header: Headers, publicUrl: string): void {
+export function requireSameOrigin(header: Headers, publicUrl: string, requestHost: string): void {
   if (header.get("connect-protocol-version") !== "1")
     throw new ApiError(
       "permission_denied",
       "A portal call must use the Connect protocol (connect-protocol-version: 1).",
     );
   const origin = header.get("origin");
-  const host = header.get("host") ?? header.get(":authority");
+  // `Host`, or HTTP/2's `:authority` as the listener saw it (a Headers object cannot hold a pseudo-header).
+  const host = header.get("host") ?? (requestHost || null);
   let ok = false;
   if (origin && origin !== "null") {
     try {

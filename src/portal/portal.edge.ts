@@ -2,7 +2,7 @@ import { TeamService } from "../../gen/portal/v1/team_pb.ts";
 import type { BucketSpec } from "../config.ts";
 import type { Orm } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
-import { kEm } from "../platform/rpc/context.ts";
+import { kEm, kRequestHost } from "../platform/rpc/context.ts";
 import { type Edge, rateLimitHeaders } from "../platform/rpc/edge.ts";
 import type { RateLimiter } from "../ratelimit/rate-limiter.ts";
 import { cookieOf, requireSameOrigin, SESSION_COOKIE } from "./cookies.ts";
@@ -46,7 +46,7 @@ export function createPortalEdge({
           "permission_denied",
           "The portal's services are for people signed in to the portal, never for API keys.",
         );
-      requireSameOrigin(call.requestHeader, publicUrl());
+      requireSameOrigin(call.requestHeader, publicUrl(), call.values.get(kRequestHost));
       const em = orm.em.fork();
       call.values.set(kEm, em);
       const token = cookieOf(call.requestHeader, SESSION_COOKIE);

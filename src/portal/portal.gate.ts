@@ -4,7 +4,7 @@ import type { Em } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { rateClassOf } from "../platform/http/rules.ts";
 import type { Logger } from "../platform/logger.ts";
-import { emOf, kEm } from "../platform/rpc/context.ts";
+import { emOf, kEm, kRequestHost } from "../platform/rpc/context.ts";
 import type { Caller, Environment } from "../platform/tenancy.ts";
 import type { AuditService } from "./audit.service.ts";
 import { cookieOf, requireSameOrigin, SESSION_COOKIE } from "./cookies.ts";
@@ -65,7 +65,7 @@ export function createPortalGate(o: PortalGateOptions) {
      * the partner's API keys.
      */
     async admit(call: GateCall, em: Em, token: string): Promise<Caller> {
-      requireSameOrigin(call.requestHeader, o.publicUrl());
+      requireSameOrigin(call.requestHeader, o.publicUrl(), call.values.get(kRequestHost));
       const session = await o.sessions.resolve(em, token);
       if (!session) throw new ApiError("unauthenticated", "The portal session has ended; sign in again.");
       const environment = call.requestHeader.get(ENVIRONMENT_HEADER);

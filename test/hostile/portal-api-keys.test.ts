@@ -96,6 +96,36 @@ describe("an API key", () => {
     expect(await works(a.liveKey)).toBe(true);
   });
 
+  it("cannot replay a session's idempotency key to get the key the session rolled", async () => {
+    const c = await createPartner(t);
+    const adminC = await member(t, clock, c.partnerId, "admin");
+    const path = `/partner/v1/api-keys/${c.sandboxKeyId}/roll`;
+    const session = {
+      cookie: adminC.browser.cookie ?? "",
+      origin: t.partnerUrl,
+      "connect-protocol-version": "1",
+      "x-portal-environment": "sandbox",
+      "idempotency-key": "roll-1",
+    };
+    const rolled = await rest(t.partnerUrl, "POST", path, { body: { expiresInHours: 24 }, headers: session });
+    expect(rolled.status).toBe(200);
+    const secret = rolled.body.key as string;
+    expect(secret).toBeTruthy();
+    // The old key, which still works for its overlap, sends the same idempotency key: refused, no secret.
+    const replay = await rest(t.partnerUrl, "POST", path, {
+      key: c.sandboxKey,
+      body: { expiresInHours: 24 },
+      headers: { "idempotency-key": "roll-1" },
+    });
+    expect(replay.status).toBe(403);
+    expect(replay.body.code).toBe("permission_denied");
+    expect(JSON.stringify(replay.body)).not.toContain(secret);
+    // The session's own retry is still answered from the record.
+    const again = await rest(t.partnerUrl, "POST", path, { body: { expiresInHours: 24 }, headers: session });
+    expect(again.status).toBe(200);
+    expect(again.body.key).toBe(secret);
+  });
+
   it("wins over a session cookie sent beside it: the call is the key's, and refused", async () => {
     const res = await fetch(`${t.partnerUrl}/partner.v1.ApiKeyService/IssueApiKey`, {
       method: "POST",

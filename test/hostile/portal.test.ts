@@ -398,3 +398,57 @@ describe("a member's calls to the portal's own services", () => {
     }
   });
 });
+
+describe("the portal over HTTP/2", () => {
+  it("answers as over HTTP/1.1: a session call is served, a wrong sign-in is 401, never a 500", async () => {
+    const http2 = await import("node:http2");
+    const session = http2.connect(t.partnerUrl);
+    try {
+      const call = (path: string, headers: Record<string, string>, body: unknown) =>
+        new Promise<{ status: number; body: string }>((resolve, reject) => {
+          const req = session.request({
+            ":method": "POST",
+            ":path": path,
+            "content-type": "application/json",
+            origin: t.partnerUrl,
+            "connect-protocol-version": "1",
+            ...headers,
+          });
+          let status = 0;
+          let text = "";
+          req.on("response", (h) => {
+            status = Number(h[":status"]);
+          });
+          req.setEncoding("utf8");
+          req.on("data", (c: string) => {
+            text += c;
+          });
+          req.on("end", () => resolve({ status, body: text }));
+          req.on("error", reject);
+          req.end(JSON.stringify(body));
+        });
+      const who = await call(
+        "/portal.v1.PortalAuthService/WhoAmI",
+        { cookie: adminA.browser.cookie ?? "" },
+        {},
+      );
+      expect(who.status, who.body).toBe(200);
+      expect(who.body).toContain(adminA.email);
+      const wrong = await call(
+        "/portal.v1.PortalAuthService/SignIn",
+        {},
+        { email: "nobody-h2@example.com", password: "not the password at all", code: "000000" },
+      );
+      expect([401, 429], wrong.body).toContain(wrong.status);
+      // Another origin is still refused over HTTP/2.
+      const forged = await call(
+        "/portal.v1.PortalAuthService/WhoAmI",
+        { cookie: adminA.browser.cookie ?? "", origin: "https://evil.example" },
+        {},
+      );
+      expect(forged.status).toBe(403);
+    } finally {
+      session.close();
+    }
+  });
+});

@@ -17,7 +17,7 @@ import {
 import { createContextValues, createHandlerContext, type HandlerContext } from "@connectrpc/connect";
 import { ApiError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
-import { kClientAddress, kRequestId } from "../rpc/context.ts";
+import { kClientAddress, kRequestHost, kRequestId } from "../rpc/context.ts";
 import type { Edge } from "../rpc/edge.ts";
 import { toApiError } from "../rpc/errors.ts";
 import { validateRequest } from "../rpc/validation.ts";
@@ -331,7 +331,8 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
   ) => {
     const values = createContextValues()
       .set(kRequestId, requestId)
-      .set(kClientAddress, req.socket?.remoteAddress ?? "");
+      .set(kClientAddress, req.socket?.remoteAddress ?? "")
+      .set(kRequestHost, String(req.headers.host ?? req.headers[":authority"] ?? ""));
     const ctx = createHandlerContext({
       service: route.service,
       method: route.method,

@@ -10,6 +10,9 @@ export const kRequestId = createContextKey<string>("", { description: "request i
 /** The client's address as the listener saw it (the socket's remote address), for the audit log and throttles. */
 export const kClientAddress = createContextKey<string>("", { description: "client address" });
 
+/** The host the request was addressed to (`Host`, or HTTP/2's `:authority`), for same-origin checks. */
+export const kRequestHost = createContextKey<string>("", { description: "request host" });
+
 /** The authenticated partner caller; set by the edge on the partner listener. */
 export const kCaller = createContextKey<Caller | undefined>(undefined, { description: "caller" });
 

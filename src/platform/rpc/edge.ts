@@ -72,6 +72,11 @@ export interface PartnerEdgeOptions {
   metrics?: Metrics;
   /** Portal sessions in place of an API key (docs/portal.md); without it, API keys only. */
   portal?: PortalGate;
+  /**
+   * Services a portal session may call and an API key may not (`partner.v1.ApiKeyService`), refused here,
+   * before anything else runs: an idempotency key's stored answer is never replayed to an API key.
+   */
+  sessionOnly?: ReadonlySet<string>;
 }
 
 /** The partner listener's edge: API key, the key's limits and its rate limit, then idempotency keys on POSTs. */
@@ -83,6 +88,7 @@ export function createPartnerEdge({
   idempotency,
   metrics,
   portal,
+  sessionOnly,
 }: PartnerEdgeOptions): Edge {
   return {
     async admit(call) {
@@ -99,6 +105,8 @@ export function createPartnerEdge({
       call.values.set(kEm, unit);
       // No Authorization header and a portal session cookie: a person in the portal (a header lookup more).
       const session = portal?.tokenOf(call.requestHeader);
+      if (session === undefined && sessionOnly?.has(call.method.parent.typeName))
+        throw new ApiError("permission_denied", "API keys are managed in the partner portal.");
       caller =
         portal && session !== undefined
           ? await portal.admit(call, unit(), session)
