@@ -123,6 +123,9 @@ export function createPeopleService(o: PeopleServiceOptions) {
     /** Sets the invitee's password and a fresh TOTP secret to enrol; nobody is a member yet. */
     async accept(em: Em, token: string, password: string) {
       checkPassword(password);
+      // The token first (one indexed read): an unknown, used or expired one never costs a password hash, so
+      // guessed tokens cannot keep the hashing busy for people signing in.
+      await openInvite(em, token);
       const hash = await hashPassword(password);
       const secret = newTotpSecret();
       // The slow hash runs before the transaction: no connection is held while it works.

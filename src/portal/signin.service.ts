@@ -45,6 +45,11 @@ export function createSigninService(o: SigninServiceOptions) {
   const addresses =
     o.addresses ?? createAddressGuard({ failures: SIGNIN_ADDRESS_LIMITS, pages: SIGNIN_ADDRESS_LIMITS });
 
+  // Accounts (email digests) with a sign-in under way on this instance: one at a time per account, so a burst
+  // of guesses cannot all pass the lock-out check before any of them is charged (the check is read before the
+  // password hash, the failure written after it). Holds only what is in flight.
+  const inFlight = new Set<string>();
+
   const throttled = (seconds: number) =>
     new ApiError("rate_limited", "Too many failed sign-ins; try again later.", {
       retryAfterSeconds: Math.max(1, Math.ceil(seconds)),
@@ -85,51 +90,70 @@ export function createSigninService(o: SigninServiceOptions) {
       if (!byAddress.allowed) throw throttled(byAddress.retryAfterSeconds);
       const normal = email.trim().toLowerCase().slice(0, 320);
       const emailHash = sha256(`portal-signin:${normal}`);
-      const lockedUntil = await signinThrottleRepository.lockedUntil(em, emailHash);
-      const now = clock.now().getTime();
-      if (lockedUntil && lockedUntil.getTime() > now) throw throttled((lockedUntil.getTime() - now) / 1000);
-
-      const found = normal ? await em.findOne(PortalMemberEntity, { email: normal, removedAt: null }) : null;
-      // The same work whether or not the email is a member's.
-      const passwordOk = found
-        ? await verifyPassword(password.slice(0, 1024), found.passwordHash)
-        : await verifyDummy(password.slice(0, 1024));
-      const outcome =
-        found && passwordOk
-          ? await em.transactional(async (tx) => {
-              const member = await tx.findOne(
-                PortalMemberEntity,
-                { id: found.id, removedAt: null },
-                { lockMode: LockMode.PESSIMISTIC_WRITE },
-              );
-              const how = member ? secondFactor(member, code) : undefined;
-              if (!member || !how) return undefined;
-              await tx.flush();
-              await signinThrottleRepository.clear(tx, emailHash);
-              const who = { ...actor, id: member.id, email: member.email };
-              if (how === "recovery")
-                await audit.record(tx, who, { partnerId: member.partnerId, action: "recovery_code_used" });
-              await audit.record(tx, who, { partnerId: member.partnerId, action: "sign_in" });
-              return { member, session: await sessions.start(tx, member) };
-            })
-          : undefined;
-      if (outcome) {
-        addresses.refund(actor.address);
-        return outcome;
+      const account = emailHash.toString("hex");
+      // The same answer for any email, a member's or not: nothing here tells which emails exist.
+      if (inFlight.has(account)) throw throttled(1);
+      inFlight.add(account);
+      try {
+        return await attempt(em, actor, normal, emailHash, password, code);
+      } finally {
+        inFlight.delete(account);
       }
-      await fail(em, emailHash);
-      // Recorded in the member's partner's log; a failure for an email nobody has is in no partner's log.
-      if (found)
-        await audit.record(
-          em,
-          { ...actor, id: "", email: found.email },
-          {
-            partnerId: found.partnerId,
-            action: "sign_in_failed",
-            outcome: "unauthenticated",
-          },
-        );
-      throw new ApiError("unauthenticated", FAILED);
     },
   };
+
+  async function attempt(
+    em: Em,
+    actor: Actor,
+    normal: string,
+    emailHash: Buffer,
+    password: string,
+    code: string,
+  ) {
+    const lockedUntil = await signinThrottleRepository.lockedUntil(em, emailHash);
+    const now = clock.now().getTime();
+    if (lockedUntil && lockedUntil.getTime() > now) throw throttled((lockedUntil.getTime() - now) / 1000);
+
+    const found = normal ? await em.findOne(PortalMemberEntity, { email: normal, removedAt: null }) : null;
+    // The same work whether or not the email is a member's.
+    const passwordOk = found
+      ? await verifyPassword(password.slice(0, 1024), found.passwordHash)
+      : await verifyDummy(password.slice(0, 1024));
+    const outcome =
+      found && passwordOk
+        ? await em.transactional(async (tx) => {
+            const member = await tx.findOne(
+              PortalMemberEntity,
+              { id: found.id, removedAt: null },
+              { lockMode: LockMode.PESSIMISTIC_WRITE },
+            );
+            const how = member ? secondFactor(member, code) : undefined;
+            if (!member || !how) return undefined;
+            await tx.flush();
+            await signinThrottleRepository.clear(tx, emailHash);
+            const who = { ...actor, id: member.id, email: member.email };
+            if (how === "recovery")
+              await audit.record(tx, who, { partnerId: member.partnerId, action: "recovery_code_used" });
+            await audit.record(tx, who, { partnerId: member.partnerId, action: "sign_in" });
+            return { member, session: await sessions.start(tx, member) };
+          })
+        : undefined;
+    if (outcome) {
+      addresses.refund(actor.address);
+      return outcome;
+    }
+    await fail(em, emailHash);
+    // Recorded in the member's partner's log; a failure for an email nobody has is in no partner's log.
+    if (found)
+      await audit.record(
+        em,
+        { ...actor, id: "", email: found.email },
+        {
+          partnerId: found.partnerId,
+          action: "sign_in_failed",
+          outcome: "unauthenticated",
+        },
+      );
+    throw new ApiError("unauthenticated", FAILED);
+  }
 }

@@ -402,6 +402,7 @@ describe("a member's calls to the portal's own services", () => {
 describe("the portal over HTTP/2", () => {
   it("answers as over HTTP/1.1: a session call is served, a wrong sign-in is 401, never a 500", async () => {
     const http2 = await import("node:http2");
+    const fresh = await member(t, clock, a.partnerId, "viewer");
     const session = http2.connect(t.partnerUrl);
     try {
       const call = (path: string, headers: Record<string, string>, body: unknown) =>
@@ -429,11 +430,11 @@ describe("the portal over HTTP/2", () => {
         });
       const who = await call(
         "/portal.v1.PortalAuthService/WhoAmI",
-        { cookie: adminA.browser.cookie ?? "" },
+        { cookie: fresh.browser.cookie ?? "" },
         {},
       );
       expect(who.status, who.body).toBe(200);
-      expect(who.body).toContain(adminA.email);
+      expect(who.body).toContain(fresh.email);
       const wrong = await call(
         "/portal.v1.PortalAuthService/SignIn",
         {},
@@ -443,7 +444,7 @@ describe("the portal over HTTP/2", () => {
       // Another origin is still refused over HTTP/2.
       const forged = await call(
         "/portal.v1.PortalAuthService/WhoAmI",
-        { cookie: adminA.browser.cookie ?? "", origin: "https://evil.example" },
+        { cookie: fresh.browser.cookie ?? "", origin: "https://evil.example" },
         {},
       );
       expect(forged.status).toBe(403);
@@ -451,4 +452,72 @@ describe("the portal over HTTP/2", () => {
       session.close();
     }
   });
+});
+
+describe("bursts aimed at one account, and guessed invite tokens", () => {
+  it("run one sign-in per account at a time, and never hash a password for an unknown invite", async () => {
+    const own = await startTestApp({ clock });
+    try {
+      const p = await createPartner(own);
+      const victim = await member(own, clock, p.partnerId, "developer");
+      const signIn = (email: string, password: string) =>
+        fetch(`${own.partnerUrl}/portal.v1.PortalAuthService/SignIn`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            origin: own.partnerUrl,
+            "connect-protocol-version": "1",
+          },
+          body: JSON.stringify({ email, password, code: "000000" }),
+        });
+      // 12 guesses at once at one account: one is weighed, the rest are 429 at once, so the lock-out after
+      // five failures cannot be outrun by arriving together.
+      const burst = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => signIn(victim.email, `wrong ${i}`)),
+      );
+      const weighed = burst.filter((r) => r.status === 401).length;
+      expect(weighed).toBeGreaterThanOrEqual(1);
+      expect(weighed).toBeLessThanOrEqual(2);
+      expect(burst.filter((r) => r.status === 429)).toHaveLength(12 - weighed);
+      for (const r of burst.filter((x) => x.status === 429))
+        expect(Number(r.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+
+      // 60 guessed invite tokens at once: each a 404 without a password hash, so a real person's sign-in at
+      // the same moment is served, not told the service is busy.
+      const guesses = Promise.all(
+        Array.from({ length: 60 }, (_, i) =>
+          fetch(`${own.partnerUrl}/portal.v1.PortalAuthService/AcceptInvite`, {
+            method: "POST",
+            headers: {
+              "content-type": "application/json",
+              origin: own.partnerUrl,
+              "connect-protocol-version": "1",
+            },
+            body: JSON.stringify({
+              token: `${String(i).padStart(2, "0")}${"A".repeat(41)}`,
+              password: "twelve chars!!",
+            }),
+          }).then((r) => r.status),
+        ),
+      );
+      const other = await member(own, clock, p.partnerId, "viewer");
+      const right = await fetch(`${own.partnerUrl}/portal.v1.PortalAuthService/SignIn`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          origin: own.partnerUrl,
+          "connect-protocol-version": "1",
+        },
+        body: JSON.stringify({
+          email: other.email,
+          password: other.password,
+          code: other.recoveryCodes[0],
+        }),
+      });
+      expect(right.status).toBe(200);
+      expect(new Set(await guesses)).toEqual(new Set([404]));
+    } finally {
+      await own.stop();
+    }
+  }, 60_000);
 });
