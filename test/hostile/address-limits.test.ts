@@ -54,7 +54,7 @@ describe("limits per client address", () => {
     // few more guesses at once, at most that many are weighed, the rest refused.)
     const more = await Promise.all(
       Array.from(
-        { length: 5 },
+        { length: 20 },
         async (_, i) =>
           (await get("/partner/v1/keys", `sk_live_${"y".repeat(30)}${String(i).padStart(2, "0")}`)).status,
       ),
