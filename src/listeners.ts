@@ -1,4 +1,3 @@
-import { createContextValues } from "@connectrpc/connect";
 import { ApiKeyService } from "../gen/internal/v1/api_keys_pb.ts";
 import { IngestService } from "../gen/internal/v1/ingest_pb.ts";
 import { PartnerService } from "../gen/internal/v1/partners_pb.ts";
@@ -43,13 +42,12 @@ import {
 import { newId } from "./platform/ids.ts";
 import type { Logger } from "./platform/logger.ts";
 import type { Metrics } from "./platform/metrics.ts";
-import { kRequestHost, kRequestId } from "./platform/rpc/context.ts";
+import { requestValues } from "./platform/rpc/context.ts";
 import { createInternalEdge, createPartnerEdge, type Edge, replayable } from "./platform/rpc/edge.ts";
 import { toApiError } from "./platform/rpc/errors.ts";
 import { edgeInterceptor } from "./platform/rpc/interceptor.ts";
 import { connectAdapter } from "./platform/rpc/node-adapter.ts";
 import { createReflection, reflectionServices } from "./platform/rpc/reflection.ts";
-import { kClientAddress } from "./portal/portal.context.ts";
 import { createPortalEdge } from "./portal/portal.edge.ts";
 import { PORTAL_PROCEDURES, portalConnectServices } from "./portal/portal.services.ts";
 import { createPortalAdminHandlers } from "./portal/portal-admin.handlers.ts";
@@ -200,11 +198,7 @@ function connectHandler(services: ServiceBinding[], edge: Edge, logger: Logger, 
     interceptors: [
       (next) => (req) => (publicServices.includes(req.service.typeName) ? next(req) : guarded(next)(req)),
     ],
-    contextValues: (req) =>
-      createContextValues()
-        .set(kRequestId, requestIdOf(req))
-        .set(kClientAddress, req.socket?.remoteAddress ?? "")
-        .set(kRequestHost, String(req.headers.host ?? req.headers[":authority"] ?? "")),
+    contextValues: (req) => requestValues(requestIdOf(req), req),
     jsonOptions: { alwaysEmitImplicit: true },
     readMaxBytes: MAX_BODY_BYTES,
     fallback: (req, res) => {

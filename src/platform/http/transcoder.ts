@@ -14,10 +14,10 @@ import {
   ScalarType,
   toJson,
 } from "@bufbuild/protobuf";
-import { createContextValues, createHandlerContext, type HandlerContext } from "@connectrpc/connect";
+import { createHandlerContext, type HandlerContext } from "@connectrpc/connect";
 import { ApiError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
-import { kClientAddress, kRequestHost, kRequestId } from "../rpc/context.ts";
+import { requestValues } from "../rpc/context.ts";
 import type { Edge } from "../rpc/edge.ts";
 import { toApiError } from "../rpc/errors.ts";
 import { validateRequest } from "../rpc/validation.ts";
@@ -329,10 +329,7 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
     url: URL,
     vars: Record<string, string>,
   ) => {
-    const values = createContextValues()
-      .set(kRequestId, requestId)
-      .set(kClientAddress, req.socket?.remoteAddress ?? "")
-      .set(kRequestHost, String(req.headers.host ?? req.headers[":authority"] ?? ""));
+    const values = requestValues(requestId, req);
     const ctx = createHandlerContext({
       service: route.service,
       method: route.method,

@@ -1,4 +1,4 @@
-import { type ContextValues, createContextKey } from "@connectrpc/connect";
+import { type ContextValues, createContextKey, createContextValues } from "@connectrpc/connect";
 import type { Limits } from "../../ratelimit/limits.ts";
 import type { Em, LazyEm } from "../db/orm.ts";
 import type { Logger } from "../logger.ts";
@@ -12,6 +12,17 @@ export const kClientAddress = createContextKey<string>("", { description: "clien
 
 /** The host the request was addressed to (`Host`, or HTTP/2's `:authority`), for same-origin checks. */
 export const kRequestHost = createContextKey<string>("", { description: "request host" });
+
+/** A request's first context values, on every face: its id, the client's address and the host it was sent to. */
+export function requestValues(
+  requestId: string,
+  req: { socket?: { remoteAddress?: string } | null; headers: Record<string, string | string[] | undefined> },
+): ContextValues {
+  return createContextValues()
+    .set(kRequestId, requestId)
+    .set(kClientAddress, req.socket?.remoteAddress ?? "")
+    .set(kRequestHost, String(req.headers.host ?? req.headers[":authority"] ?? ""));
+}
 
 /** The authenticated partner caller; set by the edge on the partner listener. */
 export const kCaller = createContextKey<Caller | undefined>(undefined, { description: "caller" });

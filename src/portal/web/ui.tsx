@@ -73,6 +73,34 @@ export function TableWrap({ label, children }: { label: string; children: Compon
   );
 }
 
+/** A set of checkboxes under a legend: which of `options` are chosen. */
+export function CheckboxSet<T extends string | number>(props: {
+  legend: string;
+  options: readonly T[];
+  chosen: readonly T[];
+  onChange: (chosen: T[]) => void;
+  label: (option: T) => ComponentChildren;
+}) {
+  const { legend, options, chosen, onChange, label } = props;
+  return (
+    <fieldset>
+      <legend>{legend}</legend>
+      {options.map((o) => (
+        <label class="check" key={o}>
+          <input
+            type="checkbox"
+            checked={chosen.includes(o)}
+            onChange={(e) =>
+              onChange(e.currentTarget.checked ? [...chosen, o] : chosen.filter((x) => x !== o))
+            }
+          />
+          {label(o)}
+        </label>
+      ))}
+    </fieldset>
+  );
+}
+
 /** "Load more" under a list read a page at a time; nothing when the last page is in. */
 export function LoadMore(props: {
   list: { hasNextPage: boolean; isFetchingNextPage: boolean; fetchNextPage: () => unknown };

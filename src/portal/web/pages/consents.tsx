@@ -10,7 +10,17 @@ import {
   ConsentService,
 } from "../../../../gen/partner/v1/consents_pb.ts";
 import { Qr } from "../qr.tsx";
-import { CopyButton, ErrorBox, enumName, IdLookup, Loading, LoadMore, Page, Time } from "../ui.tsx";
+import {
+  CheckboxSet,
+  CopyButton,
+  ErrorBox,
+  enumName,
+  IdLookup,
+  Loading,
+  LoadMore,
+  Page,
+  Time,
+} from "../ui.tsx";
 
 /** The contract's scopes, in the words the person reads on the consent page. */
 const SCOPES: { scope: string; label: string }[] = [
@@ -60,23 +70,13 @@ function CreateLink() {
         The person's phone number (E.164)
         <input name="phone" type="tel" required pattern="\+[1-9][0-9]{7,14}" placeholder="+2348000000001" />
       </label>
-      <fieldset>
-        <legend>What the person is asked to share</legend>
-        {SCOPES.map((s) => (
-          <label class="check" key={s.scope}>
-            <input
-              type="checkbox"
-              checked={scopes.includes(s.scope)}
-              onChange={(e) =>
-                setScopes(
-                  e.currentTarget.checked ? [...scopes, s.scope] : scopes.filter((x) => x !== s.scope),
-                )
-              }
-            />
-            {s.label}
-          </label>
-        ))}
-      </fieldset>
+      <CheckboxSet
+        legend="What the person is asked to share"
+        options={SCOPES.map((s) => s.scope)}
+        chosen={scopes}
+        onChange={setScopes}
+        label={(scope) => SCOPES.find((s) => s.scope === scope)?.label}
+      />
       <label>
         Default ledger window (days, 1 to 365)
         <input name="window" type="number" required min={1} max={365} defaultValue="90" />

@@ -8,7 +8,7 @@ import {
   Delivery_StatusSchema,
   WebhookService,
 } from "../../../../gen/partner/v1/webhooks_pb.ts";
-import { ErrorBox, enumName, Loading, LoadMore, Page, Time } from "../ui.tsx";
+import { CheckboxSet, ErrorBox, enumName, Loading, LoadMore, Page, Time } from "../ui.tsx";
 import { WebhookStats } from "./webhook-stats.tsx";
 
 const STATUSES = [
@@ -40,21 +40,13 @@ export function DeliveriesPage({ webhookId }: { webhookId: string }) {
       <WebhookStats webhookId={webhookId} />
       <ReplayFailed webhookId={webhookId} />
       <h2>Deliveries</h2>
-      <fieldset>
-        <legend>Show only</legend>
-        {STATUSES.map((s) => (
-          <label class="check" key={s}>
-            <input
-              type="checkbox"
-              checked={status.includes(s)}
-              onChange={(e) =>
-                setStatus(e.currentTarget.checked ? [...status, s] : status.filter((x) => x !== s))
-              }
-            />
-            {enumName(Delivery_StatusSchema, s)}
-          </label>
-        ))}
-      </fieldset>
+      <CheckboxSet
+        legend="Show only"
+        options={STATUSES}
+        chosen={status}
+        onChange={setStatus}
+        label={(s) => enumName(Delivery_StatusSchema, s)}
+      />
       {deliveries.isPending ? <Loading /> : null}
       {deliveries.data && rows.length === 0 ? (
         <p>No deliveries here. Send a test from the Webhooks page.</p>

@@ -8,7 +8,7 @@ import {
   WebhookService,
 } from "../../../../gen/partner/v1/webhooks_pb.ts";
 import { onLinkClick } from "../router.ts";
-import { ErrorBox, enumName, Loading, Page, ShownOnce } from "../ui.tsx";
+import { CheckboxSet, ErrorBox, enumName, Loading, Page, ShownOnce } from "../ui.tsx";
 
 /** The event types and wildcards a subscription may name (the contract's list). */
 export const EVENT_FILTERS = [
@@ -80,21 +80,13 @@ function CreateWebhook({ onCreated }: { onCreated: (w: Webhook) => void }) {
         Description <span class="muted">(optional)</span>
         <input name="description" maxLength={500} />
       </label>
-      <fieldset>
-        <legend>Events</legend>
-        {EVENT_FILTERS.map((f) => (
-          <label class="check" key={f}>
-            <input
-              type="checkbox"
-              checked={events.includes(f)}
-              onChange={(e) =>
-                setEvents(e.currentTarget.checked ? [...events, f] : events.filter((x) => x !== f))
-              }
-            />
-            <code>{f}</code>
-          </label>
-        ))}
-      </fieldset>
+      <CheckboxSet
+        legend="Events"
+        options={EVENT_FILTERS}
+        chosen={events}
+        onChange={setEvents}
+        label={(f) => <code>{f}</code>}
+      />
       <ErrorBox error={create.error} />
       <button type="submit" disabled={create.isPending}>
         Create subscription
@@ -227,21 +219,13 @@ function EditWebhook({ webhook: w, onDone }: { webhook: Webhook; onDone: () => v
         Description
         <input name="description" maxLength={500} defaultValue={w.description} />
       </label>
-      <fieldset>
-        <legend>Events</legend>
-        {EVENT_FILTERS.map((f) => (
-          <label class="check" key={f}>
-            <input
-              type="checkbox"
-              checked={events.includes(f)}
-              onChange={(e) =>
-                setEvents(e.currentTarget.checked ? [...events, f] : events.filter((x) => x !== f))
-              }
-            />
-            <code>{f}</code>
-          </label>
-        ))}
-      </fieldset>
+      <CheckboxSet
+        legend="Events"
+        options={EVENT_FILTERS}
+        chosen={events}
+        onChange={setEvents}
+        label={(f) => <code>{f}</code>}
+      />
       <ErrorBox error={update.error} />
       <button type="submit" disabled={update.isPending || events.length === 0}>
         Save
