@@ -36,7 +36,7 @@ import {
   type AnyRequest,
   createTranscoder,
   readBody,
-  routeLabels,
+  routeLabelOf,
   type ServiceBinding,
 } from "./platform/http/transcoder.ts";
 import { newId } from "./platform/ids.ts";
@@ -170,7 +170,7 @@ const FIXED_PATHS = new Set([
 /** A bounded route label (a template, a procedure or a fixed path; never an id) and the face it came in on. */
 function routeOf(req: AnyRequest, path: string, status: number): { face: string; route: string } {
   const type = String(req.headers["content-type"] ?? "");
-  const rest = routeLabels.get(req);
+  const rest = routeLabelOf(req);
   if (rest) return { face: "rest", route: rest };
   if (path.startsWith("/partner/")) return { face: "rest", route: "unmatched" };
   if (path.startsWith("/consent/")) return { face: "page", route: "/consent/{token}" };

@@ -350,6 +350,35 @@ describe("malformed requests", () => {
     expectClientError(snap, "window injection");
   });
 
+  it("dot segments, plain or percent-encoded, route as the path they resolve to, never as written", async () => {
+    const get = async (target: string) => {
+      const text = await rawRequest(
+        `GET ${target} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${a.sandboxKey}\r\nconnection: close\r\n\r\n`,
+      );
+      const body = text.split("\r\n\r\n")[1] ?? "";
+      return { status: Number(text.slice(9, 12)), json: JSON.parse(body || "null") };
+    };
+    const keys = await get("/partner/v1/keys");
+    expect(keys.status).toBe(200);
+    for (const target of [
+      "/partner/v1/webhooks/../keys",
+      "/partner/v1/webhooks/%2e%2e/keys",
+      "/partner/v1/users/usr_x/%2E%2E/%2e./keys",
+      "/partner/v1/./keys",
+      "/partner/v1/%2e/keys?",
+    ]) {
+      const r = await get(target);
+      expect(r.status, target).toBe(200);
+      expect(r.json, target).toEqual(keys.json);
+    }
+    // A user id of ".." is not an id: the path resolves to /partner/v1/snapshot, which no route serves.
+    for (const target of ["/partner/v1/users/%2e%2e/snapshot", "/partner/v1/users/../snapshot"]) {
+      const r = await get(target);
+      expect(r.status, target).toBe(404);
+      expect(r.json.code, target).toBe("not_found");
+    }
+  });
+
   it("bad credentials in odd shapes: 401", async () => {
     for (const auth of [
       "Bearer",

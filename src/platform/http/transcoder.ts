@@ -14,7 +14,7 @@ import {
   ScalarType,
   toJson,
 } from "@bufbuild/protobuf";
-import { createHandlerContext, type HandlerContext } from "@connectrpc/connect";
+import type { ContextValues, HandlerContext } from "@connectrpc/connect";
 import { ApiError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import { requestValues } from "../rpc/context.ts";
@@ -68,11 +68,74 @@ const jsonWrite = { alwaysEmitImplicit: true } as const;
 
 const EMPTY = Buffer.alloc(0);
 
+const ROUTE = Symbol("route");
+type Routed = { [ROUTE]?: string };
+
 /**
- * The route template the REST face matched, per request, for metrics. A WeakMap rather than a property, so
- * Node's request objects keep the shape its own code is optimised for.
+ * The route template the REST face matched for a request, for metrics and access logs. A symbol property, like
+ * the request id the listener sets: a WeakMap entry per request costs a hash insert and ephemeron work in
+ * every young-generation collection.
  */
-export const routeLabels = new WeakMap<object, string>();
+export const routeLabelOf = (req: object): string | undefined => (req as Routed)[ROUTE];
+
+/**
+ * The handler context of a REST call. Connect's `createHandlerContext` copies the request headers into a new
+ * `Headers`, and makes two linked AbortControllers and a trailer per call; on a read served from caches they
+ * cost as much as the rest of the request. Here the signal and the trailer are made only when a handler reads
+ * them (`abort` makes the signal already aborted).
+ */
+function restContext(
+  route: Route,
+  url: string,
+  requestHeader: Headers,
+  values: ContextValues,
+): HandlerContext & { abort(reason?: unknown): void } {
+  let controller: AbortController | undefined;
+  let trailer: Headers | undefined;
+  const control = () => {
+    controller ??= new AbortController();
+    return controller;
+  };
+  return {
+    service: route.service,
+    method: route.method,
+    protocolName: "rest",
+    requestMethod: route.binding.verb,
+    url,
+    timeoutMs: () => undefined,
+    get signal() {
+      return control().signal;
+    },
+    requestHeader,
+    responseHeader: new Headers(),
+    get responseTrailer() {
+      trailer ??= new Headers();
+      return trailer;
+    },
+    values,
+    abort(reason?: unknown) {
+      control().abort(reason);
+    },
+  };
+}
+
+// A request target of path and query characters only, with no dot segment (`.`, `..`, or either spelled
+// `%2e`) and no empty segment: what `new URL` would give back unchanged, so it is split by hand (parsing a URL
+// costs more than routing it). Anything else goes through `new URL`.
+const PLAIN_TARGET =
+  /^\/(?!.*\/\.{1,2}(?:[/?#]|$))(?!.*\/\/)(?!.*%2[eE])[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*(?:\?[A-Za-z0-9\-._~!$&'()*+,;=:@%/?]*)?$/;
+
+/** The path and the query of a request target, as `new URL(target, base)` reads them. */
+function splitTarget(target: string): { pathname: string; search: string } {
+  if (PLAIN_TARGET.test(target)) {
+    const q = target.indexOf("?");
+    return q === -1
+      ? { pathname: target, search: "" }
+      : { pathname: target.slice(0, q), search: target.slice(q + 1) };
+  }
+  const url = new URL(target, "http://localhost");
+  return { pathname: url.pathname, search: url.search.slice(1) };
+}
 
 const inflaters: Record<string, (buf: Buffer, o: zlib.ZlibOptions & zlib.BrotliOptions) => Promise<Buffer>> =
   {
@@ -326,19 +389,11 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
     res: AnyResponse,
     route: Route,
     requestId: string,
-    url: URL,
+    search: string,
     vars: Record<string, string>,
   ) => {
     const values = requestValues(requestId, req);
-    const ctx = createHandlerContext({
-      service: route.service,
-      method: route.method,
-      protocolName: "rest",
-      requestMethod: route.binding.verb,
-      url: url.toString(),
-      requestHeader: headersOf(req),
-      contextValues: values,
-    });
+    const ctx = restContext(route, `http://localhost${req.url ?? "/"}`, headersOf(req), values);
     // The handler's signal fires when the client goes away mid-request (not after every request: creating
     // the abort reason costs as much as the rest of a cached read).
     const onClose = () => {
@@ -353,7 +408,7 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
         responseHeader: ctx.responseHeader,
       };
       await edge.admit(call);
-      const json = await requestJson(req, route, vars, url.searchParams);
+      const json = await requestJson(req, route, vars, new URLSearchParams(search));
       let request: Message;
       try {
         request = fromJson(route.method.input, json);
@@ -404,7 +459,7 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
   return {
     routes: routes.map((r) => `${r.binding.verb} ${r.binding.template}`),
     async handle(req, res, requestId) {
-      const url = new URL(req.url ?? "/", "http://localhost");
+      const url = splitTarget(req.url ?? "/");
       let allowed: string[] = [];
       // HEAD is GET without the body (Node writes none for a HEAD request): the same headers, length included.
       const verb = req.method === "HEAD" ? "GET" : req.method;
@@ -412,8 +467,8 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
         const vars = route.template.match(url.pathname);
         if (!vars) continue;
         if (route.binding.verb === verb) {
-          routeLabels.set(req, route.binding.template);
-          return invoke(req, res, route, requestId, url, vars);
+          (req as Routed)[ROUTE] = route.binding.template;
+          return invoke(req, res, route, requestId, url.search, vars);
         }
         allowed.push(route.binding.verb);
         if (route.binding.verb === "GET") allowed.push("HEAD");
