@@ -82,41 +82,48 @@ export const routeLabelOf = (req: object): string | undefined => (req as Routed)
  * The handler context of a REST call. Connect's `createHandlerContext` copies the request headers into a new
  * `Headers`, and makes two linked AbortControllers and a trailer per call; on a read served from caches they
  * cost as much as the rest of the request. Here the signal and the trailer are made only when a handler reads
- * them (`abort` makes the signal already aborted).
+ * them (`abort` makes the signal already aborted). A class: getters on an object literal are defined anew on
+ * every object.
  */
-function restContext(
-  route: Route,
-  url: string,
-  requestHeader: Headers,
-  values: ContextValues,
-): HandlerContext & { abort(reason?: unknown): void } {
-  let controller: AbortController | undefined;
-  let trailer: Headers | undefined;
-  const control = () => {
-    controller ??= new AbortController();
-    return controller;
-  };
-  return {
-    service: route.service,
-    method: route.method,
-    protocolName: "rest",
-    requestMethod: route.binding.verb,
-    url,
-    timeoutMs: () => undefined,
-    get signal() {
-      return control().signal;
-    },
-    requestHeader,
-    responseHeader: new Headers(),
-    get responseTrailer() {
-      trailer ??= new Headers();
-      return trailer;
-    },
-    values,
-    abort(reason?: unknown) {
-      control().abort(reason);
-    },
-  };
+class RestContext implements HandlerContext {
+  readonly protocolName = "rest";
+  readonly responseHeader = new Headers();
+  #controller: AbortController | undefined;
+  #trailer: Headers | undefined;
+  readonly service: DescService;
+  readonly method: DescMethod;
+  readonly requestMethod: string;
+  readonly url: string;
+  readonly requestHeader: Headers;
+  readonly values: ContextValues;
+
+  constructor(route: Route, url: string, requestHeader: Headers, values: ContextValues) {
+    this.url = url;
+    this.requestHeader = requestHeader;
+    this.values = values;
+    this.service = route.service;
+    this.method = route.method;
+    this.requestMethod = route.binding.verb;
+  }
+
+  timeoutMs(): number | undefined {
+    return undefined;
+  }
+
+  get signal(): AbortSignal {
+    this.#controller ??= new AbortController();
+    return this.#controller.signal;
+  }
+
+  get responseTrailer(): Headers {
+    this.#trailer ??= new Headers();
+    return this.#trailer;
+  }
+
+  abort(reason?: unknown): void {
+    this.#controller ??= new AbortController();
+    this.#controller.abort(reason);
+  }
 }
 
 // A request target of path and query characters only, with no dot segment (`.`, `..`, or either spelled
@@ -307,6 +314,43 @@ function buildRoutes(services: ServiceBinding[]): Route[] {
   return routes.sort((a, b) => b.template.specificity - a.template.specificity);
 }
 
+/** The path segment routes are indexed by: `keys` in `/partner/v1/keys`, `users` in `/partner/v1/users/…`. */
+const INDEXED_SEGMENT = 3;
+
+/** A path's indexed segment, without a custom verb (`sandbox` of `sandbox:reset`). */
+function indexKey(path: string): string | undefined {
+  const segment = path.split("/", INDEXED_SEGMENT + 1)[INDEXED_SEGMENT];
+  return segment?.split(":", 1)[0];
+}
+
+/**
+ * The routes that can match a path, most specific first: those whose indexed segment is that literal, and those
+ * with a variable or wildcard there. Matching every template's regex in turn cost more than the rest of routing a
+ * cached read.
+ */
+function routeIndex(routes: Route[]): (path: string) => Route[] {
+  const wild: Route[] = [];
+  const byKey = new Map<string, Route[]>();
+  for (const route of routes) {
+    const source = route.binding.template;
+    const prefix = source.split("/", INDEXED_SEGMENT + 1).join("/");
+    const key = /[{}*]/.test(prefix) ? undefined : indexKey(source);
+    if (key === undefined) wild.push(route);
+    else byKey.set(key, [...(byKey.get(key) ?? []), route]);
+  }
+  const order = new Map(routes.map((r, i) => [r, i]));
+  const merged = new Map(
+    [...byKey].map(([key, list]) => [
+      key,
+      [...list, ...wild].sort((a, b) => (order.get(a) ?? 0) - (order.get(b) ?? 0)),
+    ]),
+  );
+  return (path) => {
+    const key = indexKey(path);
+    return (key === undefined ? undefined : merged.get(key)) ?? wild;
+  };
+}
+
 /** Whether a body is an empty JSON object (`{}`, whitespace allowed): what clients send when there is nothing. */
 function isEmptyObject(raw: Buffer): boolean {
   if (raw.length > 64) return false;
@@ -326,12 +370,13 @@ function isEmptyObject(raw: Buffer): boolean {
 /** Creates the REST transcoder over the given services. */
 export function createTranscoder({ services, edge, logger, maxBodyBytes }: TranscoderOptions): Transcoder {
   const routes = buildRoutes(services);
+  const candidates = routeIndex(routes);
 
   const requestJson = async (
     req: AnyRequest,
     route: Route,
     vars: Record<string, string>,
-    query: URLSearchParams,
+    query: URLSearchParams | undefined,
   ): Promise<Record<string, JsonValue>> => {
     const input = route.method.input;
     const { body } = route.binding;
@@ -363,7 +408,7 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
       }
     }
     const seen = new Set<string>();
-    for (const [key, value] of query) {
+    for (const [key, value] of query ?? []) {
       const target = body === "*" ? undefined : resolvePath(input, key);
       if (!target || target.leaf.fieldKind === "message" || target.leaf.fieldKind === "map") {
         throw new ApiError("invalid_argument", `Unknown query parameter "${key}".`);
@@ -393,7 +438,7 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
     vars: Record<string, string>,
   ) => {
     const values = requestValues(requestId, req);
-    const ctx = restContext(route, `http://localhost${req.url ?? "/"}`, headersOf(req), values);
+    const ctx = new RestContext(route, `http://localhost${req.url ?? "/"}`, headersOf(req), values);
     // The handler's signal fires when the client goes away mid-request (not after every request: creating
     // the abort reason costs as much as the rest of a cached read).
     const onClose = () => {
@@ -408,7 +453,12 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
         responseHeader: ctx.responseHeader,
       };
       await edge.admit(call);
-      const json = await requestJson(req, route, vars, new URLSearchParams(search));
+      const json = await requestJson(
+        req,
+        route,
+        vars,
+        search === "" ? undefined : new URLSearchParams(search),
+      );
       let request: Message;
       try {
         request = fromJson(route.method.input, json);
@@ -463,7 +513,7 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
       let allowed: string[] = [];
       // HEAD is GET without the body (Node writes none for a HEAD request): the same headers, length included.
       const verb = req.method === "HEAD" ? "GET" : req.method;
-      for (const route of routes) {
+      for (const route of candidates(url.pathname)) {
         const vars = route.template.match(url.pathname);
         if (!vars) continue;
         if (route.binding.verb === verb) {
