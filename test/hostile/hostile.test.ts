@@ -377,6 +377,17 @@ describe("malformed requests", () => {
       expect(r.status, target).toBe(404);
       expect(r.json.code, target).toBe("not_found");
     }
+    // A query that starts with a second "?" names a parameter "?…", refused as unknown (a proxy that reads it
+    // so must not see the service apply it), whichever way the target is read.
+    for (const target of [
+      "/partner/v1/keys??",
+      "/partner/v1/users/usr_sandboxEmerging/snapshot??ledger_window_days=5",
+      "/partner/v1/./keys??",
+    ]) {
+      const r = await get(target);
+      expect(r.status, target).toBe(400);
+      expect(r.json.code, target).toBe("invalid_argument");
+    }
   });
 
   it("bad credentials in odd shapes: 401", async () => {

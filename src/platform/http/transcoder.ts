@@ -130,18 +130,21 @@ class RestContext implements HandlerContext {
 // `%2e`) and no empty segment: what `new URL` would give back unchanged, so it is split by hand (parsing a URL
 // costs more than routing it). Anything else goes through `new URL`.
 const PLAIN_TARGET =
-  /^\/(?!.*\/\.{1,2}(?:[/?#]|$))(?!.*\/\/)(?!.*%2[eE])[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*(?:\?[A-Za-z0-9\-._~!$&'()*+,;=:@%/?]*)?$/;
+  /^(?!.*\/\.{1,2}(?:[/?#]|$))(?!.*\/\/)(?!.*%2[eE])\/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*(?:\?[A-Za-z0-9\-._~!$&'()*+,;=:@%/?]*)?$/;
 
-/** The path and the query of a request target, as `new URL(target, base)` reads them. */
+/**
+ * The path and the query of a request target, as `new URL(target, base)` reads them. The query keeps its `?`:
+ * `URLSearchParams` drops one leading `?` itself, so `??a=1` names the parameter `?a`, as it always did.
+ */
 function splitTarget(target: string): { pathname: string; search: string } {
   if (PLAIN_TARGET.test(target)) {
     const q = target.indexOf("?");
     return q === -1
       ? { pathname: target, search: "" }
-      : { pathname: target.slice(0, q), search: target.slice(q + 1) };
+      : { pathname: target.slice(0, q), search: target.slice(q) };
   }
   const url = new URL(target, "http://localhost");
-  return { pathname: url.pathname, search: url.search.slice(1) };
+  return { pathname: url.pathname, search: url.search };
 }
 
 const inflaters: Record<string, (buf: Buffer, o: zlib.ZlibOptions & zlib.BrotliOptions) => Promise<Buffer>> =
