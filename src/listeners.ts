@@ -75,6 +75,9 @@ const STARTED = Symbol("started");
 /** The methods any route serves; every other is 405 before a handler sees it. */
 const HTTP_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
 type Timed = { [STARTED]?: number };
+/** Set on a request that took a failure's token from its address's bucket on arrival. */
+const RESERVED = Symbol("reserved");
+type Reserved = { [RESERVED]?: boolean };
 
 function withRequestId(
   handler: Handler,
@@ -95,8 +98,13 @@ function withRequestId(
     const path = q === -1 ? url : url.slice(0, q);
     const { face, route } = routeOf(req, path, this.statusCode);
     metrics.http.record(listener, face, route, req.method ?? "", this.statusCode, seconds);
-    // A failed authentication is charged to the client's address (see the guard below).
-    if (guard && this.statusCode === 401) guard.failed(req.socket?.remoteAddress ?? "");
+    // A failed authentication is charged to the client's address (see the guard below): a request that took a
+    // token on arrival keeps it spent when it failed and gives it back otherwise.
+    if (guard) {
+      const reserved = (req as Reserved)[RESERVED];
+      if (reserved && this.statusCode !== 401) guard.refund(req.socket?.remoteAddress ?? "");
+      else if (!reserved && this.statusCode === 401) guard.failed(req.socket?.remoteAddress ?? "");
+    }
     if (logRequests) {
       const client = req.headers["x-request-id"];
       logger.debug("request", {
@@ -128,11 +136,14 @@ function withRequestId(
       const path = (req.url ?? "").split("?")[0] ?? "";
       const address = req.socket?.remoteAddress ?? "";
       const page = PAGE_PREFIXES.some((prefix) => path.startsWith(prefix));
+      // A request that will authenticate takes a failure's token on arrival, given back when it does not fail:
+      // a burst of guesses sent at once cannot all pass the check before the first is charged (they would each
+      // cost a query, and hold the pool), whatever the bucket had refilled to.
       const decision = page
         ? guard.takePage(address)
         : FIXED_PATHS.has(path)
           ? undefined
-          : guard.mayAuthenticate(address);
+          : guard.reserveFailure(address);
       // An address over its budget of failures (guessed keys, a shared proxy) still lets through a request
       // whose key is one this instance already knows: another client's guesses never lock a partner out.
       if (decision && !decision.allowed && !page && knownKey?.(req.headers.authorization)) {
@@ -149,7 +160,7 @@ function withRequestId(
           ),
           id,
         );
-      }
+      } else if (decision && !page) (req as Reserved)[RESERVED] = true;
     }
     handler(req, res);
   };

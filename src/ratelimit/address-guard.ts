@@ -27,8 +27,6 @@ export interface AddressGuardOptions {
 /** The guard's answer: refused requests wait `retryAfterSeconds`. */
 export type GuardDecision = { allowed: true } | { allowed: false; retryAfterSeconds: number };
 
-const ALLOWED: GuardDecision = Object.freeze({ allowed: true });
-
 interface Bucket {
   tokens: number;
   at: number;
@@ -69,17 +67,6 @@ export function createAddressGuard(o: AddressGuardOptions) {
   });
 
   return {
-    /** May this address still try to authenticate? (Failures are charged by {@link failed}.) */
-    mayAuthenticate(address: string): GuardDecision {
-      // Asked on every request, so it only reads: an address with no failures has no bucket and is allowed
-      // without one being made (only failures make buckets and keep them recently seen).
-      const b = kinds.failures.get(address);
-      if (!b) return ALLOWED;
-      const spec = o.failures;
-      const tokens = Math.min(spec.capacity, b.tokens + ((now() - b.at) / 1000) * spec.refillPerSecond);
-      return tokens >= 1 ? ALLOWED : refused("failures", { tokens, at: b.at });
-    },
-
     /** Charges a failed authentication to the address. */
     failed(address: string): void {
       const b = current("failures", address);

@@ -1,3 +1,4 @@
+import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADDRESS_LIMITS } from "../../src/ratelimit/address-guard.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
@@ -61,6 +62,48 @@ describe("limits per client address", () => {
     );
     expect(more.filter((s) => s === 429).length).toBeGreaterThanOrEqual(10);
     expect(more.every((s) => s === 401 || s === 429)).toBe(true);
+  });
+
+  it("hold guesses sent all at once to what the address's bucket has", async () => {
+    // From an address of its own (all of 127/8 is loopback), so its bucket is full when the burst starts. Every
+    // connection is open before any guess is written, so all of them arrive before the first is answered.
+    const { port } = new URL(t.partnerUrl);
+    const capacity = ADDRESS_LIMITS.failures.capacity;
+    const sockets = await Promise.all(
+      Array.from(
+        { length: capacity * 3 },
+        () =>
+          new Promise<net.Socket>((resolve, reject) => {
+            const s = net.connect({ host: "127.0.0.1", port: Number(port), localAddress: "127.0.0.7" });
+            s.once("connect", () => resolve(s));
+            s.once("error", reject);
+          }),
+      ),
+    );
+    const answers = sockets.map(
+      (s) =>
+        new Promise<number>((resolve) => {
+          let data = "";
+          s.on("data", (d) => {
+            data += d.toString();
+            if (data.includes("\r\n\r\n")) resolve(Number(data.slice(9, 12)));
+          });
+          s.on("close", () => resolve(Number(data.slice(9, 12)) || 0));
+        }),
+    );
+    sockets.forEach((s, i) => {
+      s.write(
+        `GET /partner/v1/keys HTTP/1.1\r\nhost: x\r\nconnection: close\r\nauthorization: Bearer sk_live_${String(i).padStart(30, "0")}zz\r\n\r\n`,
+      );
+    });
+    const statuses = await Promise.all(answers);
+    // Each guess takes its token on arrival, before any is answered: at most the bucket, and what it refills
+    // while the burst lasts (10 a second), get as far as a query.
+    const weighed = statuses.filter((s) => s === 401).length;
+    expect(weighed).toBeGreaterThanOrEqual(capacity - 5);
+    expect(weighed).toBeLessThanOrEqual(capacity + 30);
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(capacity * 2 - 30);
+    expect(statuses.every((s) => s === 401 || s === 429)).toBe(true);
   });
 
   it("limit requests to the hosted pages, which need no key", async () => {
