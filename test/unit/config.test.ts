@@ -1,3 +1,4 @@
+import os from "node:os";
 import { describe, expect, it } from "vitest";
 import { ConfigError, defaultRateLimits, loadConfig } from "../../src/config.ts";
 
@@ -27,6 +28,15 @@ describe("configuration", () => {
     const c = loadConfig({ DATABASE_URL: "postgres://x/y", MASTER_KEY: key, INTERNAL_TOKEN: token });
     expect(c.masterKey?.length).toBe(32);
     expect(c.allowLocalWebhooks).toBe(false);
+  });
+
+  it("sizes the pool for the database's cores: twice this machine's plus one with the embedded PostgreSQL, else 10", () => {
+    expect(loadConfig({}).dbPoolSize).toBe(2 * os.availableParallelism() + 1);
+    const own = { DATABASE_URL: "postgres://x/y", MASTER_KEY: key, INTERNAL_TOKEN: token };
+    expect(loadConfig(own).dbPoolSize).toBe(10);
+    expect(loadConfig({ ...own, DB_POOL_SIZE: "4" }).dbPoolSize).toBe(4);
+    expect(loadConfig({ DB_POOL_SIZE: "40" }).dbPoolSize).toBe(40);
+    expect(() => loadConfig({ DB_POOL_SIZE: "1" })).toThrow(/DB_POOL_SIZE must be an integer from 2/);
   });
 
   it("names the variable that is wrong", () => {
