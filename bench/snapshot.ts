@@ -209,7 +209,7 @@ try {
     windows.map((w) => `/partner/v1/users/${userId(u)}/snapshot?ledger_window_days=${w}`),
   );
   let i = 0;
-  const run = (url: string, opts: { connections: number; duration: number }) =>
+  const run = (url: string, opts: { connections: number; duration?: number; amount?: number }) =>
     autocannon({
       url,
       ...opts,
@@ -225,22 +225,7 @@ try {
     });
   // Warm-up: every path read once, so the measured reads are the steady state, not each reader's first read
   // after the bulk load (its pages fetched from disk into PostgreSQL's buffers: 10-40 ms each here).
-  for (const s of services) {
-    await autocannon({
-      url: s.partnerUrl,
-      connections: 10,
-      amount: paths.length,
-      headers: { authorization: `Bearer ${key}` },
-      requests: [
-        {
-          setupRequest: ((req: Record<string, unknown>) => {
-            req.path = paths[i++ % paths.length];
-            return req;
-          }) as never,
-        },
-      ],
-    });
-  }
+  for (const s of services) await run(s.partnerUrl, { connections: 10, amount: paths.length });
   const urls = services.map((s) => s.partnerUrl);
   const steady = await paced(urls, () => paths[i++ % paths.length] as string, {
     rate: 200,
