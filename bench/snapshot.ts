@@ -5,8 +5,9 @@
 // (30, 90, 365 days; heavy traders included): p50/p99 at 200 req/s, and saturation throughput.
 // Bars: ingest >= 20,000 entries/s; p50 <= 5 ms and p99 <= 25 ms at 200 req/s; >= 1,500 req/s saturation.
 // Reads are measured after `VACUUM (ANALYZE)` of the database, as after any bulk load (the ledger, then the
-// readers' consents, standing and KYC): without it they run beside autovacuum's pass over 5.5 M new rows, which takes a core for a minute or more on 2 cores
-// (saturation then measured 1,050-1,150 req/s here; after it, 1,800-2,200), and after a `CHECKPOINT`: the
+// readers' consents, standing and KYC): without it they run beside autovacuum's pass over 5.5 M new rows,
+// which takes a core for a minute or more on 2 cores (saturation then measured 1,050-1,150 req/s here; after
+// it, 1,800-2,200), and after a `CHECKPOINT`: the
 // checkpoint that follows a bulk load writes its gigabytes while the reads run otherwise, and every read or
 // commit that touches the disk queues behind it (p99 118-132 ms at 200 req/s; after it, 17 ms). And after a
 // warm-up that reads every path once: a reader's first read after the load fetches its pages from disk (a heavy
