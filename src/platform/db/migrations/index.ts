@@ -20,6 +20,7 @@ import { Migration20261127100000_webhook_portal } from "./Migration2026112710000
 import { Migration20261127200000_partner_lists } from "./Migration20261127200000_partner_lists.ts";
 import { Migration20261128000000_invite_wrong_codes } from "./Migration20261128000000_invite_wrong_codes.ts";
 import { Migration20261128010000_counterparty_window } from "./Migration20261128010000_counterparty_window.ts";
+import { Migration20261128020000_counterparty_window_scope } from "./Migration20261128020000_counterparty_window_scope.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -48,4 +49,8 @@ export const migrations = [
   { name: "Migration20261127200000_partner_lists", class: Migration20261127200000_partner_lists },
   { name: "Migration20261128000000_invite_wrong_codes", class: Migration20261128000000_invite_wrong_codes },
   { name: "Migration20261128010000_counterparty_window", class: Migration20261128010000_counterparty_window },
+  {
+    name: "Migration20261128020000_counterparty_window_scope",
+    class: Migration20261128020000_counterparty_window_scope,
+  },
 ];
