@@ -122,6 +122,10 @@ describe("sandbox partners", () => {
     expect(BigInt(seenByA.ledgerWindow.outflow.totalKobo)).toBe(
       BigInt(pristine.ledgerWindow.outflow.totalKobo) + 2_750_000n,
     );
+    // The collection's line names A (`lender:<id>`) in A's scope: a counterparty A counts and B never does.
+    expect(seenByA.ledgerWindow.outflow.distinctCounterparties).toBe(
+      pristine.ledgerWindow.outflow.distinctCounterparties + 1,
+    );
     // B sees the user exactly as before, and heard nothing of A's re-score.
     expect(await view(b)).toEqual(pristine);
     const heard = await sql(
