@@ -120,6 +120,24 @@ describe("hostile values against the rules", () => {
     expect([scopes.status, scopes.body.code]).toEqual([400, "invalid_scope"]);
   });
 
+  it("a path whose percent-encoding is malformed is 400 on every route, whatever the id would have been", async () => {
+    for (const id of ["%E0%A4%A", "%zz", "%", "usr_sandboxTrusted%C0", "%C0%AF"]) {
+      for (const path of [
+        `/partner/v1/users/${id}/snapshot`,
+        `/partner/v1/disbursements/${id}`,
+        `/partner/v1/consents/${id}`,
+      ]) {
+        const res = await call("GET", path);
+        expect(res.status, `${path}: ${JSON.stringify(res.body)}`).toBe(400);
+        expect(res.body.code).toBe("invalid_argument");
+      }
+    }
+    // A well-formed escape still names its id.
+    expect((await call("GET", "/partner/v1/users/%75sr_unknown/snapshot")).body.code).toBe(
+      "consent_required",
+    );
+  });
+
   it("values of the wrong type never reach the rules: the body is malformed", async () => {
     for (const body of [
       { ...loan, principalKobo: "1e3" },

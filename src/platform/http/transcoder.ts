@@ -513,6 +513,16 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
     routes: routes.map((r) => `${r.binding.verb} ${r.binding.template}`),
     async handle(req, res, requestId) {
       const url = splitTarget(req.url ?? "/");
+      // A path whose percent-encoding is not UTF-8 (`%zz`, `%E0%A4%A`) names nothing: it is refused as such, on
+      // every route, rather than read as an id that happens to hold a percent sign.
+      if (url.pathname.includes("%") && !wellEncoded(url.pathname)) {
+        req.resume();
+        return writeRestError(
+          res,
+          new ApiError("invalid_argument", "The path's percent-encoding is not valid UTF-8."),
+          requestId,
+        );
+      }
       let allowed: string[] = [];
       // HEAD is GET without the body (Node writes none for a HEAD request): the same headers, length included.
       const verb = req.method === "HEAD" ? "GET" : req.method;
@@ -540,4 +550,14 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
       writeRestError(res, new ApiError("not_found", `No route ${req.method} ${url.pathname}.`), requestId);
     },
   };
+}
+
+/** Whether every percent-escape in `path` decodes, and they spell valid UTF-8. */
+function wellEncoded(path: string): boolean {
+  try {
+    decodeURIComponent(path);
+    return true;
+  } catch {
+    return false;
+  }
 }
