@@ -9,7 +9,7 @@ import { registerPersonJobs } from "./person/person.jobs.ts";
 import { type Clock, systemClock } from "./platform/clock.ts";
 import { loadDataKeys } from "./platform/crypto/data-keys.ts";
 import { createSecretBox } from "./platform/crypto/secret-box.ts";
-import { startChangeFeed } from "./platform/db/change-feed.ts";
+import { type ChangeFeed, startChangeFeed } from "./platform/db/change-feed.ts";
 import { createOrm, migrate, type Orm } from "./platform/db/orm.ts";
 import { type QueueName, type Queues, runJobNow, startBoss } from "./platform/jobs/boss.ts";
 import { createJobs } from "./platform/jobs/jobs.ts";
@@ -54,6 +54,8 @@ export interface App {
   readonly boss: PgBoss;
   /** The ORM; fork its EntityManager per unit of work. */
   readonly orm: Orm;
+  /** Cache invalidation across instances (LISTEN/NOTIFY). */
+  readonly changes: ChangeFeed;
   /** Sends a job and waits for it to complete. */
   runJob<Q extends QueueName>(name: Q, data: Queues[Q]): Promise<unknown>;
   /** True when the database answers. */
@@ -176,6 +178,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     services,
     boss,
     orm,
+    changes,
     runJob: (name, data) => runJobNow(boss, name, data),
     ready,
     stop() {

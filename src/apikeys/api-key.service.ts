@@ -57,7 +57,11 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
   // Digests no key has, so a flood of guessed keys costs one query per digest, not one per request. Any
   // change to any key (an issue or a roll makes a new digest valid) drops them all, on every instance.
   const unknown = new Map<string, number>();
+  // Bumped by every change. A lookup caches what it read only if no change arrived while it was in flight:
+  // a read that began before a revocation committed must not put the key back for the cache's lifetime.
+  let generation = 0;
   changes.subscribe("api_key", (id) => {
+    generation++;
     unknown.clear();
     if (id === "*") return byHash.clear();
     for (const [hash, entry] of byHash) if (entry.row.id === id) byHash.delete(hash);
@@ -103,6 +107,7 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
         if (err instanceof UniqueConstraintViolationException) throw new ApiError("api_key_exists");
         throw err;
       }
+      changes.emitLocal("api_key", minted.row.id);
       return minted;
     },
 
@@ -117,7 +122,7 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
           `expires_in_hours must be an integer from 0 to ${MAX_ROLL_HOURS}.`,
         );
       }
-      return em.transactional(async (em) => {
+      const rolled = await em.transactional(async (em) => {
         const old = await loadOrThrow(em, keyId, true);
         const now = clock.now();
         if (apiKeyStatus(old, now) !== "ACTIVE") {
@@ -136,6 +141,10 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
         await repo.announce(em, old.id);
         return { old, row: minted.row, key: minted.key };
       });
+      // This instance stops honouring the old key's unlimited life before the caller hears of the roll; the
+      // NOTIFY tells the others a moment later.
+      changes.emitLocal("api_key", rolled.old.id);
+      return rolled;
     },
 
     /** Revokes a key at once, on every instance (the change feed drops it from every cache). */
@@ -198,6 +207,7 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
       } else if (missedAt !== undefined && changes.healthy && nowMs - missedAt < CACHE_MS) {
         row = null;
       } else {
+        const readAt = generation;
         // The lookup is by digest, so comparing secrets never happens character by character.
         const found = await repo.findByHash(em(), Buffer.from(hex, "hex"));
         row = found && {
@@ -207,12 +217,15 @@ export function createApiKeyService({ clock, changes, partners }: ApiKeyServiceO
           revokedAt: found.revokedAt,
           expiresAt: found.expiresAt,
         };
-        if (row && changes.healthy) {
-          if (byHash.size >= CACHE_MAX) byHash.clear();
-          byHash.set(hex, { row, at: nowMs });
-        } else if (!row && changes.healthy) {
-          if (unknown.size >= UNKNOWN_MAX) unknown.clear();
-          unknown.set(hex, nowMs);
+        // Remembered only if no key changed while this lookup ran (else answer from what was read).
+        if (readAt === generation && changes.healthy) {
+          if (row) {
+            if (byHash.size >= CACHE_MAX) byHash.clear();
+            byHash.set(hex, { row, at: nowMs });
+          } else {
+            if (unknown.size >= UNKNOWN_MAX) unknown.clear();
+            unknown.set(hex, nowMs);
+          }
         }
       }
       if (!row || row.environment !== ENV_OF_KEY[shape[1] as "sandbox" | "live"])

@@ -63,6 +63,34 @@ describe("API key lifecycle", () => {
     await expect(a.internal.apiKeys.rollApiKey({ keyId: p.liveKeyId })).rejects.toThrow(/revoked/);
   });
 
+  it("ends a key rolled with no overlap at once on the instance that rolled it", async () => {
+    // The old key is cached, and the roll's NOTIFY may reach this instance after the caller has its answer
+    // (it did, on a loaded machine): the instance drops the key itself before the roll returns.
+    const keys = b.app.services.apiKeys;
+    const em = () => b.app.orm.em.fork();
+    const p = await createPartner(a);
+    await keys.authenticate(em, p.sandboxKey);
+    expect(keys.knows(`Bearer ${p.sandboxKey}`)).toBe(true);
+    const rolled = await keys.roll(em(), p.sandboxKeyId, 0);
+    await expect(keys.authenticate(em, p.sandboxKey)).rejects.toMatchObject({ code: "api_key_expired" });
+    await expect(keys.authenticate(em, rolled.key)).resolves.toMatchObject({ partnerId: p.partnerId });
+  });
+
+  it("does not cache what a lookup read when a change to any key arrived while it ran", async () => {
+    const keys = a.app.services.apiKeys;
+    const em = () => a.app.orm.em.fork();
+    const p = await createPartner(a);
+    const authorization = `Bearer ${p.liveKey}`;
+    // The lookup is on the wire when the change arrives: what it read may predate the change.
+    const inFlight = keys.authenticate(em, p.liveKey);
+    a.app.changes.emitLocal("api_key", p.liveKeyId);
+    await inFlight;
+    expect(keys.knows(authorization)).toBe(false);
+    // The next lookup, with nothing changing under it, is remembered.
+    await keys.authenticate(em, p.liveKey);
+    expect(keys.knows(authorization)).toBe(true);
+  });
+
   it("lists a partner's keys with their states and never their secrets", async () => {
     const p = await createPartner(a);
     await a.internal.apiKeys.revokeApiKey({ keyId: p.liveKeyId });
