@@ -6,7 +6,13 @@
 //    Where that endpoint cannot be reached (this build network's registry answers 405 to it, as to
 //    `npm audit`), the check says so plainly and does not pretend to have passed: it prints that no
 //    advisory data was available, and goes on to the checks that can be made.
-// 2. The runtime: the `node` devDependency (the Node the project runs on) must be the newest Node 24 release
+// 2. Deprecations, from the registry's own metadata (which this network does serve): a locked version its
+//    maintainers deprecated is reported, and one deprecated for a security reason (the notice speaks of a
+//    vulnerability, a CVE, a security fix, malware or a compromise) fails the check. It is no substitute for
+//    advisories: most vulnerable versions are never deprecated. It catches the ones maintainers pull. A
+//    registry whose metadata carries no notices (this build network's mirror strips them) is detected by a
+//    version known to be deprecated, request@2.88.2, and the check says NOT CHECKED rather than pass.
+// 3. The runtime: the `node` devDependency (the Node the project runs on) must be the newest Node 24 release
 //    on the registry, pinned exactly; an older pin fails the check (Node's security releases are patch
 //    releases of the line).
 // Exits 1 when a check fails.
@@ -71,7 +77,45 @@ try {
   console.log(`advisories: NOT CHECKED. The registry could not be asked (${(err as Error).message}).`);
 }
 
-// 2. The Node pin.
+// 2. Deprecations.
+const SECURITY_WORDS = /secur|vulnerab|\bCVE-|\bGHSA-|malicious|malware|compromis/i;
+const packument = async (name: string) => {
+  const res = await fetch(`${registry}${name.replace("/", "%2f")}`, {
+    headers: { accept: "application/vnd.npm.install-v1+json" },
+    signal: AbortSignal.timeout(TIMEOUT_MS),
+  });
+  if (!res.ok) throw new Error(`the registry answered ${res.status} for ${name}`);
+  return (await res.json()) as { versions?: Record<string, { deprecated?: string }> };
+};
+try {
+  if (!(await packument("request")).versions?.["2.88.2"]?.deprecated)
+    throw new Error("its metadata carries no deprecation notices: request@2.88.2 shows none");
+  const names = [...tree.keys()];
+  const deprecated: string[] = [];
+  let next = 0;
+  // Sixteen packuments at a time, abbreviated (the form npm install reads): about two seconds for the tree.
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (next < names.length) {
+        const name = names[next++] as string;
+        const doc = await packument(name);
+        for (const version of tree.get(name) ?? []) {
+          const notice = doc.versions?.[version]?.deprecated;
+          if (!notice) continue;
+          const serious = SECURITY_WORDS.test(notice);
+          if (serious) failed = true;
+          deprecated.push(`deprecations: ${serious ? "FAIL" : "note"} ${name}@${version}: ${notice}`);
+        }
+      }
+    }),
+  );
+  for (const line of deprecated.sort()) console.log(line);
+  console.log(`deprecations: ${tree.size} locked packages checked, ${deprecated.length} deprecated versions`);
+} catch (err) {
+  console.log(`deprecations: NOT CHECKED. ${registry}: ${(err as Error).message}.`);
+}
+
+// 3. The Node pin.
 const pinned = pkg.devDependencies.node ?? "";
 try {
   const res = await fetch(`${registry}node`, {
