@@ -4,6 +4,15 @@ import type { Logger } from "../logger.ts";
 /** The NOTIFY channel every instance listens on for cache invalidations. */
 export const CHANGE_CHANNEL = "partner_api_changes";
 
+/**
+ * Every instance announces itself this often on the channel, and trusts its caches only while some message has
+ * arrived within {@link SILENT_MS}: a connection that stopped delivering without an error (a half-open TCP
+ * connection, a stalled backend, a proxy that keeps the session) is found within seconds, not left trusted.
+ */
+const HEARTBEAT_MS = 1_000;
+const SILENT_MS = 5_000;
+const HEARTBEAT = "heartbeat:";
+
 /** Topics of {@link ChangeFeed} messages. */
 /** `limits`: a partner's limit overrides (the id is the partner's). */
 export type ChangeTopic = "api_key" | "signing_keys" | "limits";
@@ -14,7 +23,8 @@ type Handler = (id: string) => void;
  * Cross-instance cache invalidation over PostgreSQL LISTEN/NOTIFY. A change is announced with
  * {@link notifySql} inside the transaction that makes it, so the message goes out exactly when the change
  * commits. Caches must only be trusted while `healthy` is true: a lost connection may have lost messages,
- * so on reconnect every subscriber is told to drop everything (`id` "*").
+ * so on reconnect every subscriber is told to drop everything (`id` "*"). A connection silent for longer than
+ * {@link SILENT_MS} despite the heartbeats counts as lost.
  */
 export interface ChangeFeed {
   readonly healthy: boolean;
@@ -36,6 +46,9 @@ export async function startChangeFeed(databaseUrl: string, logger: Logger): Prom
   let healthy = false;
   let closed = false;
   let retryMs = 100;
+  let lastHeard = 0;
+  let beating = false;
+  let silent: (silentMs: number) => void = () => undefined;
 
   const dispatch = (topic: ChangeTopic, id: string) => {
     for (const h of handlers.get(topic) ?? []) h(id);
@@ -47,7 +60,9 @@ export async function startChangeFeed(databaseUrl: string, logger: Logger): Prom
   const connect = async (): Promise<void> => {
     const c = new pg.Client({ connectionString: databaseUrl, application_name: "partner-api changes" });
     c.on("notification", (msg) => {
+      if (client === c) lastHeard = Date.now();
       const payload = msg.payload ?? "";
+      if (payload === HEARTBEAT) return;
       const at = payload.indexOf(":");
       if (at > 0) dispatch(payload.slice(0, at) as ChangeTopic, payload.slice(at + 1));
     });
@@ -57,6 +72,8 @@ export async function startChangeFeed(databaseUrl: string, logger: Logger): Prom
       healthy = false;
       dropAll();
       c.end().catch(() => undefined);
+      // end() waits for the server to close; a stalled one never does, so the socket goes now.
+      (c as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
       if (closed) return;
       logger.warn("change feed connection lost; caches bypassed until it is back", { err });
       setTimeout(() => void reconnect(), retryMs).unref();
@@ -67,6 +84,8 @@ export async function startChangeFeed(databaseUrl: string, logger: Logger): Prom
     await c.connect();
     await c.query(`listen ${CHANGE_CHANNEL}`);
     client = c;
+    lastHeard = Date.now();
+    silent = (silentMs) => lost(new Error(`no message for ${silentMs} ms despite the heartbeats`));
     // Anything cached before this point may have missed a message.
     dropAll();
     healthy = true;
@@ -84,10 +103,25 @@ export async function startChangeFeed(databaseUrl: string, logger: Logger): Prom
     }
   };
 
+  const heartbeat = setInterval(() => {
+    const c = client;
+    if (!c || closed) return;
+    const silentMs = Date.now() - lastHeard;
+    if (silentMs > SILENT_MS) return silent(silentMs);
+    if (beating) return;
+    beating = true;
+    c.query("select pg_notify($1, $2)", [CHANGE_CHANNEL, HEARTBEAT])
+      .catch(() => undefined)
+      .finally(() => {
+        beating = false;
+      });
+  }, HEARTBEAT_MS);
+  heartbeat.unref();
+
   await connect();
   return {
     get healthy() {
-      return healthy && !closed;
+      return healthy && !closed && Date.now() - lastHeard <= SILENT_MS;
     },
     subscribe(topic, handler) {
       handlers.set(topic, [...(handlers.get(topic) ?? []), handler]);
@@ -95,6 +129,7 @@ export async function startChangeFeed(databaseUrl: string, logger: Logger): Prom
     emitLocal: dispatch,
     async close() {
       closed = true;
+      clearInterval(heartbeat);
       healthy = false;
       const c = client;
       client = undefined;
