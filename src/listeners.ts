@@ -31,6 +31,7 @@ import { ApiError } from "./platform/errors.ts";
 import { failpoint } from "./platform/failpoints.ts";
 import { createCors } from "./platform/http/cors.ts";
 import { type Handler, type Listener, listen } from "./platform/http/listener.ts";
+import { requestScope } from "./platform/http/request-scope.ts";
 import { type AnyResponse, writeJson, writeRestError } from "./platform/http/rest-errors.ts";
 import {
   type AnyRequest,
@@ -162,7 +163,7 @@ function withRequestId(
         );
       } else if (decision && !page) (req as Reserved)[RESERVED] = true;
     }
-    handler(req, res);
+    requestScope.run(id, handler, req, res);
   };
 }
 

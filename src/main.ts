@@ -4,6 +4,7 @@ import { createApp } from "./app.ts";
 import { ConfigError, dataFiles, loadConfig } from "./config.ts";
 import { MasterKeyMismatchError } from "./platform/crypto/data-keys.ts";
 import { busyPort } from "./platform/http/port-check.ts";
+import { requestScope } from "./platform/http/request-scope.ts";
 import { createLogger } from "./platform/logger.ts";
 import { resolveRuntime } from "./runtime.ts";
 
@@ -81,11 +82,12 @@ async function main(): Promise<void> {
   // state change is in a database transaction that did not commit): log it and keep serving. An exception
   // that reached the event loop leaves the process in a state nobody knows: stop cleanly (drain, stop the
   // embedded PostgreSQL) and exit 1 for the supervisor to restart.
+  // Both name the request whose work failed, when it was a request's (requestScope).
   process.on("unhandledRejection", (reason) =>
-    logger.error("unhandled rejection; still serving", { err: reason }),
+    logger.error("unhandled rejection; still serving", { err: reason, requestId: requestScope.getStore() }),
   );
   process.on("uncaughtException", (err) => {
-    logger.error("uncaught exception; stopping for a restart", { err });
+    logger.error("uncaught exception; stopping for a restart", { err, requestId: requestScope.getStore() });
     process.exitCode = 1;
     void shutdown("uncaughtException");
   });

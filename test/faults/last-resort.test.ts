@@ -45,10 +45,17 @@ describe("the last-resort policy", () => {
   it("logs a rejection nobody handled and keeps serving", async () => {
     service = await startServiceProcess(env("healthz:reject"));
     const url = service.partnerUrl as string;
-    for (let i = 0; i < 3; i++) expect((await fetch(`${url}/healthz`)).status).toBe(200);
+    const ids: (string | null)[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${url}/healthz`);
+      expect(res.status).toBe(200);
+      ids.push(res.headers.get("x-request-id"));
+    }
     const unhandled = (l: Record<string, unknown>) => l.msg === "unhandled rejection; still serving";
     await until(() => service?.logs.filter(unhandled).length === 3);
     expect(JSON.stringify(service.logs.filter(unhandled))).toContain("failpoint healthz");
+    // Each names the request whose work it was.
+    expect(service.logs.filter(unhandled).map((l) => l.requestId)).toEqual(ids);
     // Still up, database and all, and still answering the API.
     expect((await fetch(`${url}/readyz`)).status).toBe(200);
     expect((await fetch(`${url}/partner/v1/keys`)).status).toBe(401);
@@ -60,10 +67,13 @@ describe("the last-resort policy", () => {
   it("stops cleanly with exit 1 on an exception that reached the event loop, leaving no PostgreSQL behind", async () => {
     service = await startServiceProcess(env("healthz:throw"));
     const url = service.partnerUrl as string;
-    await fetch(`${url}/healthz`).catch(() => undefined);
+    const res = await fetch(`${url}/healthz`).catch(() => undefined);
     expect(await service.exited).toBe(1);
     const msgs = service.logs.map((l) => l.msg);
     expect(msgs, JSON.stringify(service.logs)).toContain("uncaught exception; stopping for a restart");
+    const uncaught = service.logs.find((l) => l.msg === "uncaught exception; stopping for a restart");
+    expect(uncaught?.requestId).toMatch(/^req_/);
+    if (res) expect(uncaught?.requestId).toBe(res.headers.get("x-request-id"));
     expect(msgs).toContain("stopped");
     // The embedded PostgreSQL was stopped with it: no server left holding the data directory.
     const pidFiles = (await fs.readdir(dataDir, { recursive: true })).filter((f) =>
