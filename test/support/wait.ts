@@ -14,3 +14,23 @@ export async function eventually<T>(
     await new Promise((r) => setTimeout(r, 10));
   }
 }
+
+/**
+ * Waits until `app`'s change feed has delivered every NOTIFY committed before this call: PostgreSQL delivers
+ * a session's notifications in commit order, so once a marker sent now arrives, the echoes of earlier changes
+ * (keys a fixture issued, say) have arrived too and cannot clear a cache the test is about to watch.
+ */
+export async function settleChangeFeed(app: {
+  changes: { subscribe(topic: "api_key", handler: (id: string) => void): void };
+  orm: { em: { getConnection(): { execute(sql: string, params: unknown[]): Promise<unknown> } } };
+}): Promise<void> {
+  const marker = `settle-${process.hrtime.bigint()}`;
+  let heard = false;
+  app.changes.subscribe("api_key", (id) => {
+    if (id === marker) heard = true;
+  });
+  await app.orm.em
+    .getConnection()
+    .execute("select pg_notify('partner_api_changes', ?)", [`api_key:${marker}`]);
+  await eventually(() => heard, { what: "the change feed's echo of a marker" });
+}
