@@ -49,6 +49,7 @@ import { toApiError } from "./platform/rpc/errors.ts";
 import { edgeInterceptor } from "./platform/rpc/interceptor.ts";
 import { connectAdapter } from "./platform/rpc/node-adapter.ts";
 import { createReflection, reflectionServices } from "./platform/rpc/reflection.ts";
+import { compileRequestRules } from "./platform/rpc/validation.ts";
 import { createPortalEdge } from "./portal/portal.edge.ts";
 import { PORTAL_PROCEDURES, portalConnectServices } from "./portal/portal.services.ts";
 import { createPortalAdminHandlers } from "./portal/portal-admin.handlers.ts";
@@ -358,6 +359,8 @@ async function serveMetrics(
 export async function startListeners(o: ListenerOptions) {
   const { config, services, logger } = o;
   const partnerList = partnerServices(services, o.clock);
+  const portalList = portalConnectServices(services.portal);
+  compileRequestRules([...partnerList, ...portalList].map((b) => b.service));
   const partnerEdge = createPartnerEdge({
     ...services,
     orm: o.orm,
@@ -366,7 +369,7 @@ export async function startListeners(o: ListenerOptions) {
   });
   // The portal's own services: same listener, their own edge (never an API key), never CORS.
   const portalConnect = connectHandler(
-    portalConnectServices(services.portal),
+    portalList,
     createPortalEdge({
       orm: o.orm,
       sessions: services.portal.sessions,
