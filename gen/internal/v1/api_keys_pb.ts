@@ -429,7 +429,8 @@ export const ApiKeyService: GenService<{
     output: typeof RollApiKeyResponseSchema;
   },
   /**
-   * Revokes a key at once, on every instance of the service.
+   * Revokes a key: refused from then on by the answering instance (a REST call whose body was still arriving
+   * included), and by every other instance as soon as the change reaches it through PostgreSQL (milliseconds).
    *
    * @generated from rpc internal.v1.ApiKeyService.RevokeApiKey
    */

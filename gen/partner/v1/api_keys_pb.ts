@@ -362,7 +362,10 @@ export const ApiKeyService: GenService<{
     output: typeof RollApiKeyResponseSchema;
   },
   /**
-   * Revokes a key at once, on every instance of the service: it fails with `401 api_key_revoked` from then on.
+   * Revokes a key: it fails with `401 api_key_revoked` on every call that reaches the answering instance from
+   * then on (a REST call whose body was still arriving included), and on every other instance as soon as the
+   * change reaches it through PostgreSQL (milliseconds; an instance that has heard nothing for 5 s stops
+   * trusting its key cache).
    * Revoking a revoked key changes nothing.
    *
    * @generated from rpc partner.v1.ApiKeyService.RevokeApiKey

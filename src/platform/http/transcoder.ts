@@ -455,6 +455,14 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
         values,
         responseHeader: ctx.responseHeader,
       };
+      // A request whose body is still to come (HTTP/1.1 with a length or chunks; any HTTP/2 stream) is admitted
+      // now, so a bad key costs no body, and confirmed once the body is in (Edge.confirm).
+      const h = req.headers;
+      const bodyToCome =
+        !req.readableEnded &&
+        (req.httpVersionMajor >= 2 ||
+          h["content-length"] !== undefined ||
+          h["transfer-encoding"] !== undefined);
       await edge.admit(call);
       const json = await requestJson(
         req,
@@ -462,6 +470,7 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
         vars,
         search === "" ? undefined : new URLSearchParams(search),
       );
+      if (bodyToCome) await edge.confirm?.(call);
       let request: Message;
       try {
         request = fromJson(route.method.input, json);

@@ -11,7 +11,7 @@ import { ApiError } from "../errors.ts";
 import { rateClassOf, restBindings } from "../http/rules.ts";
 import type { Metrics } from "../metrics.ts";
 import { type Caller, scopeToTenant } from "../tenancy.ts";
-import { callerOf, emOf, kCaller, kEm, kLimits, kReplay } from "./context.ts";
+import { callerOf, emOf, kCaller, kEm, kLimits, kReplay, lazyEmOf } from "./context.ts";
 
 /** One call as the edge sees it, whichever face (REST, Connect, gRPC-Web, gRPC) it came in on. */
 export interface EdgeCall {
@@ -29,6 +29,12 @@ export interface EdgeCall {
 export interface Edge {
   /** Before the request body is read: authentication and the rate limit. */
   admit(call: EdgeCall): Promise<void>;
+  /**
+   * After the body has arrived, where `admit` ran before it was read (the REST face): the credentials are
+   * checked again, so a key revoked or rolled while a body was on its way (it may take the whole request
+   * time-out) does not act. A key still cached makes it a lookup in memory.
+   */
+  confirm?(call: EdgeCall): Promise<void>;
   /** Around the handler, with the decoded request: idempotency for writes. */
   invoke(call: EdgeCall, request: Message, handler: () => Promise<unknown>): Promise<unknown>;
 }
@@ -128,6 +134,12 @@ export function createPartnerEdge({
           headers,
         });
       }
+    },
+
+    async confirm(call) {
+      const session = portal?.tokenOf(call.requestHeader);
+      if (portal && session !== undefined) await portal.admit(call, emOf(call.values), session);
+      else await apiKeys.authenticate(lazyEmOf(call.values), bearer(call.requestHeader));
     },
 
     async invoke(call, request, handler) {
