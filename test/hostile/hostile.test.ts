@@ -492,6 +492,27 @@ describe("the Connect and gRPC faces", () => {
     }
   });
 
+  it("answer a Connect GET whose message is not base64 with invalid_request, with a key or without", async () => {
+    for (const message of ["a", "ab!", "%25%25", "====a"])
+      for (const headers of [{ authorization: `Bearer ${a.sandboxKey}` }, {}] as Record<string, string>[]) {
+        const res = await fetch(
+          `${t.partnerUrl}/partner.v1.KeysService/ListKeys?encoding=json&base64=1&message=${message}`,
+          { headers },
+        );
+        const text = await res.text();
+        expect(res.status, `${message}: ${text}`).toBe(400);
+        const body = JSON.parse(text);
+        expect(body.code).toBe("invalid_argument");
+        expect(body.details?.[0], text).toMatchObject({ debug: { reason: "invalid_request" } });
+      }
+    // The same call, well formed, is served.
+    const ok = await fetch(
+      `${t.partnerUrl}/partner.v1.KeysService/ListKeys?encoding=json&base64=1&message=${Buffer.from("{}").toString("base64url")}`,
+      { headers: { authorization: `Bearer ${a.sandboxKey}` } },
+    );
+    expect(ok.status).toBe(200);
+  });
+
   it("gRPC: a frame that is not a message is status 3 (INVALID_ARGUMENT), not 13", async () => {
     const http2 = await import("node:http2");
     const session = http2.connect(t.partnerUrl);

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { base64Decode } from "@bufbuild/protobuf/wire";
 import type { ContextValues } from "@connectrpc/connect";
 import {
   Code,
@@ -56,6 +57,36 @@ function badRequest(req: NodeRequest, nodeRes: NodeResponse, requestId: string):
   res.end(body);
 }
 
+/**
+ * A Connect GET whose `message` is not base64 though `base64=1` says it is: connect-es's decoder throws a plain
+ * error there, which it answers as `internal` (500, with nothing logged). It is the client's fault.
+ */
+function undecodableGet(url: string, q: number): boolean {
+  if (q === -1 || !url.includes("base64=1", q)) return false;
+  const query = new URLSearchParams(url.slice(q + 1));
+  if (query.get("base64") !== "1") return false;
+  try {
+    base64Decode(query.get("message") ?? "");
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+function invalidRequest(req: NodeRequest, nodeRes: NodeResponse, requestId: string, message: string): void {
+  req.resume();
+  const res = nodeRes as ServerResponse;
+  const body = errorToJsonBytes(
+    toConnectError(new ApiError("invalid_request", message), requestId, new Headers()),
+    {},
+  );
+  res.writeHead(400, {
+    "content-type": "application/json",
+    "content-length": String(body.byteLength),
+  });
+  res.end(body);
+}
+
 function unimplemented(req: NodeRequest, nodeRes: NodeResponse, path: string): void {
   req.resume();
   const res = nodeRes as ServerResponse; // the same calls on HTTP/1.1 and HTTP/2
@@ -102,6 +133,15 @@ export function connectAdapter(options: ConnectAdapterOptions) {
         return;
       }
       options.fallback(req, res);
+      return;
+    }
+    if (req.method === "GET" && undecodableGet(url, q)) {
+      invalidRequest(
+        req,
+        res,
+        options.requestIdOf(req),
+        "The message query parameter is not base64 (base64=1).",
+      );
       return;
     }
     let uReq: ReturnType<typeof universalRequestFromNodeRequest>;
