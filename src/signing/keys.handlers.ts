@@ -11,6 +11,7 @@ import {
 } from "../../gen/partner/v1/keys_pb.ts";
 import { parseEnvironment } from "../apikeys/api-key.handlers.ts";
 import { callerOf, emOf, lazyEmOf } from "../platform/rpc/context.ts";
+import { ENVIRONMENT_HEADER } from "../portal/portal.gate.ts";
 import type { PublishedKey, SigningKeyService } from "./signing-key.service.ts";
 
 /** How long verifiers may cache the key document (SPEC.md: at most 4 hours). */
@@ -45,7 +46,10 @@ export function createKeysHandlers(signingKeys: SigningKeyService): ServiceImpl<
         document = create(ListKeysResponseSchema, { keys: keys.map(toSigningKey) });
         documents.set(keys, document);
       }
-      ctx.responseHeader.set("cache-control", `public, max-age=${KEY_DOCUMENT_MAX_AGE_SECONDS}`);
+      // One environment's keys at a URL both environments read: the caller may keep them for four hours, no
+      // shared cache may (it could hand sandbox keys to a production verifier, or hide a rotation).
+      ctx.responseHeader.set("cache-control", `private, max-age=${KEY_DOCUMENT_MAX_AGE_SECONDS}`);
+      ctx.responseHeader.set("vary", `authorization, ${ENVIRONMENT_HEADER}`);
       return document;
     },
   };

@@ -18,7 +18,9 @@ describe("GET /partner/v1/keys", () => {
   it("serves the caller's environment's keys identically over REST, Connect, gRPC-Web and gRPC", async () => {
     const viaRest = await rest(t.partnerUrl, "GET", "/partner/v1/keys", { key: partner.sandboxKey });
     expect(viaRest.status).toBe(200);
-    expect(viaRest.headers.get("cache-control")).toBe("public, max-age=14400");
+    // The caller's own for four hours; never a shared cache's (the same URL answers each environment its keys).
+    expect(viaRest.headers.get("cache-control")).toBe("private, max-age=14400");
+    expect(viaRest.headers.get("vary")).toBe("authorization, x-portal-environment");
     expect(viaRest.headers.get("x-request-id")).toMatch(/^req_[0-9A-Z]{26}$/);
     const keys = viaRest.body.keys;
     expect(keys).toHaveLength(1);

@@ -215,8 +215,9 @@ export const JwkSchema: GenMessage<Jwk> = /*@__PURE__*/
  * KeysService publishes the public halves of the Ed25519 keys that sign snapshots, for the caller's
  * environment only: a sandbox API key sees sandbox keys, a live API key sees production keys.
  *
- * Verifiers cache the answer for at most four hours (REST responses carry `Cache-Control: max-age=14400`)
- * and look up the key whose `kid` matches a snapshot's `signature.kid`. Keys rotate quarterly with a
+ * Verifiers cache the answer for at most four hours (REST responses carry `Cache-Control: private,
+ * max-age=14400`: each environment has its own keys at this URL, so no shared cache may keep them) and look
+ * up the key whose `kid` matches a snapshot's `signature.kid`. Keys rotate quarterly with a
  * 30-day overlap: during an overlap the list holds the ACTIVE key and an INCOMING or OUTGOING one, and a
  * snapshot signed by any listed key is valid.
  *
