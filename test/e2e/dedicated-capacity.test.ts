@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPartner } from "../factories/partners.ts";
 import { createConsentedUser } from "../factories/users.ts";
-import { startTestApp, type TestApp } from "../support/app.ts";
+import { startAnotherInstance, startTestApp, type TestApp } from "../support/app.ts";
 import { type RestResponse, rest } from "../support/clients.ts";
 import { eventually } from "../support/wait.ts";
 
@@ -20,12 +20,7 @@ let b: TestApp;
 
 beforeAll(async () => {
   a = await startTestApp({ config: { rateLimits: defaults } });
-  b = await startTestApp({
-    databaseUrl: a.databaseUrl,
-    masterKey: a.masterKey,
-    internalToken: a.internalToken,
-    config: { rateLimits: defaults },
-  });
+  b = await startAnotherInstance(a, { config: { rateLimits: defaults } });
 });
 afterAll(async () => {
   await b?.stop();

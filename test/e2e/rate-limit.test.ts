@@ -2,7 +2,7 @@ import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KeysService } from "../../gen/partner/v1/keys_pb.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
-import { startTestApp, type TestApp } from "../support/app.ts";
+import { startAnotherInstance, startTestApp, type TestApp } from "../support/app.ts";
 import { grpcUnary, rest } from "../support/clients.ts";
 
 // A bucket of 5 that practically never refills, so the test counts tokens, not milliseconds.
@@ -18,12 +18,7 @@ let partner: PartnerFixture;
 beforeAll(async () => {
   a = await startTestApp({ config: { rateLimits: tiny } });
   // A second instance of the service on the same database, as in a scaled-out deployment.
-  b = await startTestApp({
-    databaseUrl: a.databaseUrl,
-    masterKey: a.masterKey,
-    internalToken: a.internalToken,
-    config: { rateLimits: tiny },
-  });
+  b = await startAnotherInstance(a, { config: { rateLimits: tiny } });
   partner = await createPartner(a);
 });
 afterAll(async () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPartner } from "../factories/partners.ts";
-import { startTestApp, type TestApp } from "../support/app.ts";
+import { startAnotherInstance, startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
 
 // A key that leaked is revoked (or rolled with no overlap) while whoever holds it keeps a hundred calls in
@@ -12,11 +12,7 @@ let b: TestApp;
 
 beforeAll(async () => {
   a = await startTestApp();
-  b = await startTestApp({
-    databaseUrl: a.databaseUrl,
-    masterKey: a.masterKey,
-    internalToken: a.internalToken,
-  });
+  b = await startAnotherInstance(a);
 });
 afterAll(async () => {
   await b?.stop();

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock, ms } from "../../src/platform/clock.ts";
 import { createPartner } from "../factories/partners.ts";
-import { startTestApp, type TestApp } from "../support/app.ts";
+import { startAnotherInstance, startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
 import { eventually } from "../support/wait.ts";
 
@@ -12,12 +12,7 @@ let b: TestApp;
 beforeAll(async () => {
   a = await startTestApp({ clock });
   // A second instance on the same database: what one instance changes, the other must honour.
-  b = await startTestApp({
-    clock,
-    databaseUrl: a.databaseUrl,
-    masterKey: a.masterKey,
-    internalToken: a.internalToken,
-  });
+  b = await startAnotherInstance(a, { clock });
 });
 afterAll(async () => {
   await b?.stop();

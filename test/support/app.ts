@@ -117,3 +117,13 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     stop: () => app.stop(),
   };
 }
+
+/** Another instance of the service on `first`'s database (its master key, its internal token), as in a scaled-out deployment. */
+export function startAnotherInstance(first: TestApp, options: TestAppOptions = {}): Promise<TestApp> {
+  return startTestApp({
+    ...options,
+    databaseUrl: first.databaseUrl,
+    masterKey: first.masterKey,
+    internalToken: first.internalToken,
+  });
+}
