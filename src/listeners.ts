@@ -360,7 +360,8 @@ export async function startListeners(o: ListenerOptions) {
   const { config, services, logger } = o;
   const partnerList = partnerServices(services, o.clock);
   const portalList = portalConnectServices(services.portal);
-  compileRequestRules([...partnerList, ...portalList].map((b) => b.service));
+  // Only where partners call: a worker serves no partner request.
+  if (o.partner) compileRequestRules([...partnerList, ...portalList].map((b) => b.service));
   const partnerEdge = createPartnerEdge({
     ...services,
     orm: o.orm,

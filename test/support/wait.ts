@@ -1,3 +1,6 @@
+import type { App } from "../../src/app.ts";
+import { notifySql } from "../../src/platform/db/change-feed.ts";
+
 /**
  * Waits until `check` holds, re-checking as soon as the event loop is free; fails after `timeoutMs`. For
  * things that happen on another connection or process (a NOTIFY, a worker's write), never a fixed sleep.
@@ -20,17 +23,13 @@ export async function eventually<T>(
  * a session's notifications in commit order, so once a marker sent now arrives, the echoes of earlier changes
  * (keys a fixture issued, say) have arrived too and cannot clear a cache the test is about to watch.
  */
-export async function settleChangeFeed(app: {
-  changes: { subscribe(topic: "api_key", handler: (id: string) => void): void };
-  orm: { em: { getConnection(): { execute(sql: string, params: unknown[]): Promise<unknown> } } };
-}): Promise<void> {
+export async function settleChangeFeed(app: App): Promise<void> {
   const marker = `settle-${process.hrtime.bigint()}`;
   let heard = false;
   app.changes.subscribe("api_key", (id) => {
     if (id === marker) heard = true;
   });
-  await app.orm.em
-    .getConnection()
-    .execute("select pg_notify('partner_api_changes', ?)", [`api_key:${marker}`]);
+  const { sql, params } = notifySql("api_key", marker);
+  await app.orm.em.getConnection().execute(sql, params);
   await eventually(() => heard, { what: "the change feed's echo of a marker" });
 }

@@ -38,26 +38,6 @@ const PARSE_ERROR = /^parse binary: /;
 const PROCEDURE_PATH = /^\/[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+\/[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**
- * An RPC this server does not have, as each protocol says it: gRPC and gRPC-Web answer status 12
- * `UNIMPLEMENTED` in a trailers-only response (HTTP 200); Connect answers 404 with the `unimplemented` code.
- */
-/** A request the adapter cannot even read (a Host header that is not a host): 400 with the contract's body. */
-function badRequest(req: NodeRequest, nodeRes: NodeResponse, requestId: string): void {
-  req.resume();
-  const res = nodeRes as ServerResponse;
-  const body = JSON.stringify({
-    code: "invalid_request",
-    message: "The Host header is not a valid host.",
-    requestId,
-  });
-  res.writeHead(400, {
-    "content-type": "application/json; charset=utf-8",
-    "content-length": Buffer.byteLength(body),
-  });
-  res.end(body);
-}
-
-/**
  * A Connect GET whose `message` is not base64 though `base64=1` says it is: connect-es's decoder throws a plain
  * error there, which it answers as `internal` (500, with nothing logged). It is the client's fault.
  */
@@ -73,13 +53,15 @@ function undecodableGet(url: string, q: number): boolean {
   }
 }
 
+/** The contract's error (with its ErrorInfo) as a Connect unary error body. */
+const connectErrorBytes = (error: ApiError, requestId: string): Uint8Array =>
+  errorToJsonBytes(toConnectError(error, requestId, new Headers()), {});
+
+/** A request the adapter refuses before connect-es reads it: 400 `invalid_request` with the contract's ErrorInfo. */
 function invalidRequest(req: NodeRequest, nodeRes: NodeResponse, requestId: string, message: string): void {
   req.resume();
   const res = nodeRes as ServerResponse;
-  const body = errorToJsonBytes(
-    toConnectError(new ApiError("invalid_request", message), requestId, new Headers()),
-    {},
-  );
+  const body = connectErrorBytes(new ApiError("invalid_request", message), requestId);
   res.writeHead(400, {
     "content-type": "application/json",
     "content-length": String(body.byteLength),
@@ -87,6 +69,10 @@ function invalidRequest(req: NodeRequest, nodeRes: NodeResponse, requestId: stri
   res.end(body);
 }
 
+/**
+ * An RPC this server does not have, as each protocol says it: gRPC and gRPC-Web answer status 12
+ * `UNIMPLEMENTED` in a trailers-only response (HTTP 200); Connect answers 404 with the `unimplemented` code.
+ */
 function unimplemented(req: NodeRequest, nodeRes: NodeResponse, path: string): void {
   req.resume();
   const res = nodeRes as ServerResponse; // the same calls on HTTP/1.1 and HTTP/2
@@ -155,7 +141,7 @@ export function connectAdapter(options: ConnectAdapterOptions) {
     } catch {
       // connect-node builds a URL from the Host header and throws (outside any promise) when it does not parse:
       // one such request would otherwise stop the process.
-      badRequest(req, res, options.requestIdOf(req));
+      invalidRequest(req, res, options.requestIdOf(req), "The Host header is not a valid host.");
       return;
     }
     if (/^application\/json\b/i.test(String(req.headers["content-type"] ?? ""))) {
@@ -256,10 +242,7 @@ async function fixFaults(uRes: UniversalServerResponse, requestId: string): Prom
   // would tell a client to retry what can never succeed.
   const tooLarge = error.code === "resource_exhausted" && !("details" in error);
   if (tooLarge) {
-    const fixed = errorToJsonBytes(
-      toConnectError(new ApiError("payload_too_large", error.message), requestId, new Headers()),
-      {},
-    );
+    const fixed = connectErrorBytes(new ApiError("payload_too_large", error.message), requestId);
     uRes.header?.set("content-length", String(fixed.byteLength));
     return {
       ...uRes,
@@ -277,16 +260,12 @@ async function fixFaults(uRes: UniversalServerResponse, requestId: string): Prom
       })(),
     };
   }
-  const fixed = errorToJsonBytes(
-    toConnectError(
-      new ApiError(
-        "invalid_request",
-        parseFailure ? "The request is not a valid protobuf message." : error.message,
-      ),
-      requestId,
-      new Headers(),
+  const fixed = connectErrorBytes(
+    new ApiError(
+      "invalid_request",
+      parseFailure ? "The request is not a valid protobuf message." : error.message,
     ),
-    {},
+    requestId,
   );
   uRes.header?.set("content-length", String(fixed.byteLength));
   return {
