@@ -3,7 +3,7 @@ import { ManualClock, ms } from "../../src/platform/clock.ts";
 import { createPartner } from "../factories/partners.ts";
 import { startAnotherInstance, startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
-import { eventually } from "../support/wait.ts";
+import { eventually, settleChangeFeed } from "../support/wait.ts";
 
 const clock = new ManualClock("2027-01-10T09:00:00Z");
 let a: TestApp;
@@ -64,6 +64,9 @@ describe("API key lifecycle", () => {
     const keys = b.app.services.apiKeys;
     const em = () => b.app.orm.em.fork();
     const p = await createPartner(a);
+    // The fixture's own key issues reach b through the feed; one landing mid-lookup would (rightly) keep
+    // the lookup from being remembered.
+    await settleChangeFeed(b.app);
     await keys.authenticate(em, p.sandboxKey);
     expect(keys.knows(`Bearer ${p.sandboxKey}`)).toBe(true);
     const rolled = await keys.roll(em(), p.sandboxKeyId, 0);
@@ -75,6 +78,7 @@ describe("API key lifecycle", () => {
     const keys = a.app.services.apiKeys;
     const em = () => a.app.orm.em.fork();
     const p = await createPartner(a);
+    await settleChangeFeed(a.app);
     const authorization = `Bearer ${p.liveKey}`;
     // The lookup is on the wire when the change arrives: what it read may predate the change.
     const inFlight = keys.authenticate(em, p.liveKey);
