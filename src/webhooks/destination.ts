@@ -1,5 +1,6 @@
 import { promises as dns } from "node:dns";
 import { BlockList, isIP } from "node:net";
+import { ipv6Bytes } from "../platform/ip.ts";
 import type { Environment } from "../platform/tenancy.ts";
 
 /** A resolved address. */
@@ -102,22 +103,6 @@ for (const [net, prefix] of [
 const loopback = new BlockList();
 loopback.addSubnet("127.0.0.0", 8, "ipv4");
 loopback.addAddress("::1", "ipv6");
-
-/** The 16 bytes of an IPv6 address (`isIP` already said it is one), dotted IPv4 tail included. */
-function ipv6Bytes(ip: string): number[] {
-  let text = ip.toLowerCase().split("%")[0] ?? "";
-  const dotted = /(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(text);
-  if (dotted) {
-    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
-    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head = "", tail] = text.split("::");
-  const groups = (part: string) => (part ? part.split(":").map((g) => Number.parseInt(g, 16)) : []);
-  const h = groups(head);
-  const t = tail === undefined ? [] : groups(tail);
-  const all = [...h, ...Array(8 - h.length - t.length).fill(0), ...t] as number[];
-  return all.flatMap((g) => [g >> 8, g & 255]);
-}
 
 /**
  * The IPv4 address carried inside an IPv6 address, in every embedding a packet could be routed by:
