@@ -4,6 +4,8 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/support/global-setup.ts"],
+    // Fails any test in which a network call starts inside a database transaction (platform/network-guard.ts).
+    setupFiles: ["test/support/network-tripwire.ts"],
     pool: "forks",
     testTimeout: 30_000,
     hookTimeout: 60_000,

@@ -11,9 +11,11 @@ import { loadDataKeys } from "./platform/crypto/data-keys.ts";
 import { createSecretBox } from "./platform/crypto/secret-box.ts";
 import { type ChangeFeed, startChangeFeed } from "./platform/db/change-feed.ts";
 import { createOrm, migrate, type Orm } from "./platform/db/orm.ts";
+import { startListenerRegistry } from "./platform/http/listener-registry.ts";
 import { type QueueName, type Queues, runJobNow, startBoss } from "./platform/jobs/boss.ts";
 import { createJobs } from "./platform/jobs/jobs.ts";
 import type { Logger } from "./platform/logger.ts";
+import { NETWORK_WHILE_HOLDING, onNetworkWhileHolding } from "./platform/network-guard.ts";
 import { registerRetentionJobs } from "./retention/retention.jobs.ts";
 import { registerSandboxJobs } from "./sandbox/sandbox.jobs.ts";
 import { createServices, type Services } from "./services.ts";
@@ -114,6 +116,13 @@ export async function createApp(options: AppOptions): Promise<App> {
   if (created.length) logger.info("created signing keys", { kids: created });
 
   const stoppers: (() => void)[] = [];
+  // A network call inside a transaction is a bug that could drain the pool: loud, counted, with its place.
+  stoppers.push(
+    onNetworkWhileHolding((v) => {
+      services.metrics.networkInTransaction.inc({ kind: v.kind });
+      logger.error(NETWORK_WHILE_HOLDING, { kind: v.kind, target: v.target, stack: v.stack });
+    }),
+  );
   if (runWorkers) {
     // Every sandbox key finds the fixture users from the first start (CONTRACT.md §7).
     await services.fixtures.ensure(orm.em.fork());
@@ -169,6 +178,9 @@ export async function createApp(options: AppOptions): Promise<App> {
   if (listeners.partnerUrl) boundUrl = listeners.partnerUrl;
   for (const url of [listeners.partnerUrl, listeners.internalUrl])
     if (url) services.destinations.ownPorts.add(Number(new URL(url).port));
+  // Every instance's ports are out of reach of loopback webhooks, not only this one's.
+  const registry = await startListenerRegistry(orm, changes, [...services.destinations.ownPorts]);
+  services.destinations.instancePorts = () => registry.ports();
 
   let stopped: Promise<void> | undefined;
   return {
@@ -185,6 +197,7 @@ export async function createApp(options: AppOptions): Promise<App> {
       stopped ??= (async () => {
         for (const stop of stoppers) stop();
         await listeners.close();
+        await registry.stop().catch(() => undefined);
         await boss.stop({ graceful: true, timeout: 10_000, close: true });
         // Webhook attempts under way end and are recorded; deliveries waiting in this process are let go.
         await services.deliveryWorker.stop();

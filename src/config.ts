@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import type { SmsConfig } from "./person/sms.ts";
@@ -98,6 +99,16 @@ export interface Config {
   webhooks: {
     /** Time allowed to connect (5 s). */
     connectTimeoutMs: number;
+    /**
+     * WEBHOOK_DNS_SERVERS: name servers that resolve webhook destinations (comma-separated `ip` or `ip:port`);
+     * unset, those of /etc/resolv.conf.
+     */
+    dnsServers: string[];
+    /**
+     * WEBHOOK_DNS_TIMEOUT_MS: the longest a destination's lookup may take (2 s): at create and update, then
+     * `422 validation_failed` naming the URL; at a delivery attempt, a `dns_error` attempt.
+     */
+    dnsTimeoutMs: number;
     /** Time allowed for a whole attempt (30 s). */
     timeoutMs: number;
     /** How often a worker looks for overdue deliveries whose wake-up was lost. */
@@ -201,6 +212,22 @@ function origins(env: Env, name: string): string[] {
       throw new ConfigError(
         `${name} must list origins as scheme://host[:port] (no path, no trailing slash), got "${value}"`,
       );
+    }
+    return value;
+  });
+}
+
+/** Name servers as `ip`, `ip:port` or `[ipv6]:port`; c-ares takes them as they are written. */
+function dnsServers(env: Env, name: string): string[] {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === "") return [];
+  return raw.split(",").map((item) => {
+    const value = item.trim();
+    const m = /^(?:\[([0-9a-fA-F:.]+)\]|([0-9.]+))(?::(\d{1,5}))?$|^([0-9a-fA-F:]+)$/.exec(value);
+    const ip = m?.[1] ?? m?.[2] ?? m?.[4];
+    const port = m?.[3] === undefined ? 53 : Number(m[3]);
+    if (!ip || isIP(ip) === 0 || port < 1 || port > 65535) {
+      throw new ConfigError(`${name} must list name servers as ip, ip:port or [ipv6]:port, got "${value}"`);
     }
     return value;
   });
@@ -422,6 +449,8 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     },
     webhooks: {
       connectTimeoutMs: int(env, "WEBHOOK_CONNECT_TIMEOUT_MS", 5_000, 100, 60_000),
+      dnsServers: dnsServers(env, "WEBHOOK_DNS_SERVERS"),
+      dnsTimeoutMs: int(env, "WEBHOOK_DNS_TIMEOUT_MS", 2_000, 100, 10_000),
       timeoutMs: int(env, "WEBHOOK_TIMEOUT_MS", 30_000, 100, 120_000),
       sweepIntervalMs: int(env, "WEBHOOK_SWEEP_INTERVAL_MS", 10_000, 100, 3_600_000),
       ...webhookLimits(env),

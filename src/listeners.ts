@@ -48,6 +48,7 @@ import { createInternalEdge, createPartnerEdge, type Edge, replayable } from "./
 import { toApiError } from "./platform/rpc/errors.ts";
 import { edgeInterceptor } from "./platform/rpc/interceptor.ts";
 import { connectAdapter } from "./platform/rpc/node-adapter.ts";
+import { precheckTable } from "./platform/rpc/prechecks.ts";
 import { createReflection, reflectionServices } from "./platform/rpc/reflection.ts";
 import { compileRequestRules } from "./platform/rpc/validation.ts";
 import { createPortalEdge } from "./portal/portal.edge.ts";
@@ -60,6 +61,7 @@ import { createSandboxAdminHandlers } from "./sandbox/sandbox-admin.handlers.ts"
 import type { Services } from "./services.ts";
 import { createKeysHandlers, createSigningKeyAdminHandlers } from "./signing/keys.handlers.ts";
 import { createIngestHandlers, createSnapshotHandlers } from "./snapshot/snapshot.handlers.ts";
+import { createWebhookPrechecks } from "./webhooks/webhook.prechecks.ts";
 import { createWebhookHandlers } from "./webhooks/webhooks.handlers.ts";
 
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -125,6 +127,8 @@ function withRequestId(
     const id = newId("req");
     (req as Tagged)[REQUEST_ID] = id;
     res.setHeader("x-request-id", id);
+    // No answer of either listener is ever to be sniffed as another type (an error body as HTML, say).
+    res.setHeader("x-content-type-options", "nosniff");
     (res as Timed)[STARTED] = performance.now();
     res.on("finish", finished); // fires once; `on` avoids the wrapper `once` allocates
     // HTTP/2 takes any `:method`: one no route serves is refused before any handler (and counted as `other`).
@@ -367,6 +371,7 @@ export async function startListeners(o: ListenerOptions) {
     orm: o.orm,
     portal: services.portal.gate,
     sessionOnly: new Set([PartnerApiKeyService.typeName]),
+    prechecks: precheckTable(WebhookService, createWebhookPrechecks(services.webhooks)),
   });
   // The portal's own services: same listener, their own edge (never an API key), never CORS.
   const portalConnect = connectHandler(
@@ -375,6 +380,7 @@ export async function startListeners(o: ListenerOptions) {
       orm: o.orm,
       sessions: services.portal.sessions,
       publicUrl: services.portal.publicUrl,
+      publicUrlFixed: services.portal.publicUrlFixed,
       rateLimiter: services.rateLimiter,
       buckets: config.rateLimits,
     }),

@@ -49,7 +49,8 @@ import { createPaymentInstrumentStore } from "./users/payment-instruments.ts";
 import { createUserService } from "./users/user.service.ts";
 import { createDeliveriesService } from "./webhooks/deliveries.service.ts";
 import { createDeliveryWorker } from "./webhooks/delivery.worker.ts";
-import { type DestinationPolicy, type Resolver, systemResolver } from "./webhooks/destination.ts";
+import type { DestinationPolicy, Resolver } from "./webhooks/destination.ts";
+import { createDnsResolver } from "./webhooks/dns.ts";
 import { createOutbox } from "./webhooks/outbox.ts";
 import { createSender } from "./webhooks/sender.ts";
 import { createWebhookService } from "./webhooks/webhook.service.ts";
@@ -84,7 +85,9 @@ export function createServices(deps: ServiceDeps) {
   const destinations: DestinationPolicy & { ownPorts: Set<number> } = {
     allowLocal: config.allowLocalWebhooks,
     allowLocalInProduction: deps.productionLocalWebhooks === true,
-    resolver: deps.resolver ?? systemResolver,
+    resolver:
+      deps.resolver ??
+      createDnsResolver({ servers: config.webhooks.dnsServers, timeoutMs: config.webhooks.dnsTimeoutMs }),
     // Never a webhook destination: the configured ports now (a worker's deliveries may start before, or
     // without, the listeners), the bound ones added by the app once its listeners are up.
     ownPorts: new Set([config.port, config.internalPort].filter((port) => port > 0)),
@@ -245,7 +248,14 @@ export function createServices(deps: ServiceDeps) {
     limits,
     signingKeys,
     /** The partner portal's people, sessions and audit log. */
-    portal: createPortal({ clock, box, partners, logger, publicUrl: deps.publicUrl }),
+    portal: createPortal({
+      clock,
+      box,
+      partners,
+      logger,
+      publicUrl: deps.publicUrl,
+      publicUrlFixed: config.publicUrl !== undefined,
+    }),
     rateLimiter: createRateLimiter(),
     addressGuard: createAddressGuard(ADDRESS_LIMITS),
     idempotency,

@@ -8,6 +8,7 @@ import { randomBase62, sha256 } from "../platform/crypto/tokens.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { inTransaction } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
+import { isHostName } from "../platform/hostname.ts";
 import { isId, newId } from "../platform/ids.ts";
 import { pageOf, pageSize, unknownCursor } from "../platform/paging.ts";
 import { type Environment, tenantOf } from "../platform/tenancy.ts";
@@ -113,6 +114,9 @@ export function createConsentLinkService(o: ConsentLinkServiceOptions) {
     const local = o.allowLocalRedirects && url.protocol === "http:";
     if (url.protocol !== "https:" && !local) throw validationFailed({ redirectUrl: "must use https" });
     if (url.username || url.password) throw validationFailed({ redirectUrl: "may not carry credentials" });
+    // The page's Content-Security-Policy names the redirect's origin: its host may hold nothing but a host.
+    if (!isHostName(url.hostname))
+      throw validationFailed({ redirectUrl: "must name its host with letters, digits, hyphens and dots" });
     if (raw.length > 2048) throw validationFailed({ redirectUrl: "must be at most 2048 characters" });
     return url.toString();
   };

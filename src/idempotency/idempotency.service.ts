@@ -56,6 +56,15 @@ export function createIdempotencyService({ clock, box }: { clock: Clock; box: Se
       }
     },
 
+    /**
+     * True when a live record holds this key for `em`'s tenant: a retry that `run` will answer from it (or
+     * refuse as a reuse). Read outside any transaction, so a request can skip work that a replay does not need.
+     */
+    async answered(em: Em, key: string): Promise<boolean> {
+      const prior = await repo.find(em, key);
+      return prior !== undefined && prior.expiresAt > clock.now();
+    },
+
     /** Runs `write` in a transaction on `em` (the request's unit of work) that also stores its response. */
     async run(
       em: Em,

@@ -5,6 +5,7 @@ import { secretKeyOf } from "../platform/crypto/keys.ts";
 import { constantTimeEqualStrings } from "../platform/crypto/tokens.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError, type ErrorCode, isApiError, validationFailed } from "../platform/errors.ts";
+import { isHostName } from "../platform/hostname.ts";
 import type { AnyResponse } from "../platform/http/rest-errors.ts";
 import { restErrorBody } from "../platform/http/rest-errors.ts";
 import type { Logger } from "../platform/logger.ts";
@@ -454,7 +455,9 @@ export function createHostedPages({ csrfKey, logger }: HostedPagesOptions) {
           const nonce = randomBytes(18).toString("base64url");
           const secure = view.url.startsWith("https:") ? "; Secure" : "";
           // Browsers apply form-action to the redirect that follows the post, so the partner's page is allowed.
-          const redirectOrigin = view.redirectUrl ? ` ${new URL(view.redirectUrl).origin}` : "";
+          // Only a clean host reaches the header (links are checked when made; this holds for older rows too).
+          const redirect = view.redirectUrl ? URL.parse(view.redirectUrl) : null;
+          const redirectOrigin = redirect && isHostName(redirect.hostname) ? ` ${redirect.origin}` : "";
           const session = sessionOf(req, flow.name);
           const signedIn = session !== undefined && (await flow.sessionFits(em, token, session));
           const page = signedIn ? render.session : render.intro;

@@ -232,6 +232,10 @@ export function createMetrics() {
     "retention_purged_rows_total",
     "Rows deleted by the retention purge, by table (a fixed set: the tables the purge deletes from).",
   );
+  const networkInTransaction = new Counter(
+    "network_calls_in_transaction_total",
+    "Outbound calls (dns, http, fetch) that started while a database transaction was open: each is a bug that could drain the pool; the log line says where.",
+  );
   const gauges: Gauge[] = [];
   const all: Metric[] = [
     http,
@@ -245,6 +249,7 @@ export function createMetrics() {
     payouts,
     debits,
     retentionPurged,
+    networkInTransaction,
   ];
   return {
     http,
@@ -258,6 +263,7 @@ export function createMetrics() {
     payouts,
     debits,
     retentionPurged,
+    networkInTransaction,
     /** Adds a gauge read at scrape time. */
     gauge(name: string, help: string, read: Gauge["read"]): void {
       gauges.push(new Gauge(name, help, read));

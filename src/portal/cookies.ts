@@ -32,11 +32,17 @@ export function clearedCookie(publicUrl: string): string {
 
 /**
  * The CSRF defence of every cookie-authenticated call (docs/portal.md): besides the cookie's SameSite=Strict,
- * an `Origin` equal to the service's own origin (PUBLIC_URL's, or the origin the request was addressed to),
+ * an `Origin` equal to the service's own origin: PUBLIC_URL's alone when it is set (`fixed`), else the
+ * listener's or the origin the request was addressed to (a `Host` is the client's to write),
  * and Connect's `connect-protocol-version: 1` header, which no cross-site HTML form can send and which a
  * cross-site script cannot send without a CORS preflight the portal's paths never grant.
  */
-export function requireSameOrigin(header: Headers, publicUrl: string, requestHost: string): void {
+export function requireSameOrigin(
+  header: Headers,
+  publicUrl: string,
+  requestHost: string,
+  fixed = false,
+): void {
   if (header.get("connect-protocol-version") !== "1")
     throw new ApiError(
       "permission_denied",
@@ -50,7 +56,9 @@ export function requireSameOrigin(header: Headers, publicUrl: string, requestHos
     try {
       const own = new URL(publicUrl).origin;
       // Exactly an origin as a browser writes it: scheme and host in lower case, no path, no trailing slash.
-      ok = origin === own || (host !== null && (origin === `http://${host}` || origin === `https://${host}`));
+      ok =
+        origin === own ||
+        (!fixed && host !== null && (origin === `http://${host}` || origin === `https://${host}`));
     } catch {
       ok = false;
     }

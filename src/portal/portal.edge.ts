@@ -20,6 +20,8 @@ export interface PortalEdgeOptions {
   orm: Orm;
   sessions: SessionService;
   publicUrl: () => string;
+  /** True when PUBLIC_URL is set: then its origin is the only one a portal call may come from. */
+  publicUrlFixed?: boolean;
   /** Each member's own buckets for the portal's services (the service's default read and write limits). */
   rateLimiter: RateLimiter;
   buckets: { read: BucketSpec; write: BucketSpec };
@@ -36,6 +38,7 @@ export function createPortalEdge({
   orm,
   sessions,
   publicUrl,
+  publicUrlFixed,
   rateLimiter,
   buckets,
 }: PortalEdgeOptions): Edge {
@@ -46,7 +49,7 @@ export function createPortalEdge({
           "permission_denied",
           "The portal's services are for people signed in to the portal, never for API keys.",
         );
-      requireSameOrigin(call.requestHeader, publicUrl(), call.values.get(kRequestHost));
+      requireSameOrigin(call.requestHeader, publicUrl(), call.values.get(kRequestHost), publicUrlFixed);
       const em = orm.em.fork();
       call.values.set(kEm, em);
       const token = cookieOf(call.requestHeader, SESSION_COOKIE);

@@ -26,6 +26,8 @@ export interface PortalGateOptions {
   sessions: SessionService;
   audit: AuditService;
   publicUrl: () => string;
+  /** True when PUBLIC_URL is set: then its origin is the only one a portal call may come from. */
+  publicUrlFixed?: boolean;
   logger: Logger;
 }
 
@@ -65,7 +67,7 @@ export function createPortalGate(o: PortalGateOptions) {
      * the partner's API keys.
      */
     async admit(call: GateCall, em: Em, token: string): Promise<Caller> {
-      requireSameOrigin(call.requestHeader, o.publicUrl(), call.values.get(kRequestHost));
+      requireSameOrigin(call.requestHeader, o.publicUrl(), call.values.get(kRequestHost), o.publicUrlFixed);
       const session = await o.sessions.resolve(em, token);
       if (!session) throw new ApiError("unauthenticated", "The portal session has ended; sign in again.");
       const environment = call.requestHeader.get(ENVIRONMENT_HEADER);

@@ -16,6 +16,8 @@ export interface PortalOptions {
   logger: Logger;
   /** PUBLIC_URL, or the partner listener once bound: invite links and the portal's own origin. */
   publicUrl: () => string;
+  /** True when PUBLIC_URL is set: then its origin is the only one a portal call may come from. */
+  publicUrlFixed?: boolean;
 }
 
 /** What {@link createPortal} returns. */
@@ -27,6 +29,12 @@ export function createPortal(o: PortalOptions) {
   const sessions = createSessionService({ clock: o.clock });
   const people = createPeopleService({ ...o, audit, sessions });
   const signin = createSigninService({ clock: o.clock, box: o.box, audit, sessions });
-  const gate = createPortalGate({ sessions, audit, publicUrl: o.publicUrl, logger: o.logger });
-  return { audit, sessions, people, signin, gate, publicUrl: o.publicUrl };
+  const gate = createPortalGate({
+    sessions,
+    audit,
+    publicUrl: o.publicUrl,
+    publicUrlFixed: o.publicUrlFixed,
+    logger: o.logger,
+  });
+  return { audit, sessions, people, signin, gate, publicUrl: o.publicUrl, publicUrlFixed: o.publicUrlFixed };
 }

@@ -1,6 +1,6 @@
-import { promises as dns } from "node:dns";
 import { BlockList, isIP } from "node:net";
 import { ipv6Bytes } from "../platform/ip.ts";
+import { networkStarting } from "../platform/network-guard.ts";
 import type { Environment } from "../platform/tenancy.ts";
 
 /** A resolved address. */
@@ -9,15 +9,11 @@ export interface ResolvedAddress {
   family: 4 | 6;
 }
 
-/** Resolves a host name to every address it has; injectable so tests can play DNS. */
+/**
+ * Resolves a host name to every address it has, within its own deadline (`createDnsResolver`); injectable so
+ * tests can play DNS. A lookup that got no answer in time rejects with an error whose `code` is `ETIMEOUT`.
+ */
 export type Resolver = (hostname: string) => Promise<ResolvedAddress[]>;
-
-/** The system resolver, every address. */
-export const systemResolver: Resolver = async (hostname) =>
-  (await dns.lookup(hostname, { all: true, verbatim: true })).map((a) => ({
-    address: a.address,
-    family: a.family === 6 ? 6 : 4,
-  }));
 
 /** Where webhooks may go. */
 export interface DestinationPolicy {
@@ -39,6 +35,12 @@ export interface DestinationPolicy {
    * and read the answer back.
    */
   ownPorts?: Set<number>;
+  /**
+   * The ports every instance on this database listens on (they record them at start-up): with local
+   * destinations allowed, a loopback one on any of them is refused too, so a sibling instance's internal API
+   * on the same host is as far out of reach as this one's. Asked only for an allowed loopback address.
+   */
+  instancePorts?: () => Promise<ReadonlySet<number>>;
 }
 
 /**
@@ -159,6 +161,7 @@ export function parseDestination(raw: string, allowLocal: boolean): URL {
   if (url.username || url.password) {
     throw new DestinationError("destination_not_allowed", "webhook URLs may not carry credentials");
   }
+
   if (/[\s\r\n]/.test(raw))
     throw new DestinationError("destination_not_allowed", "the URL contains white space");
   return url;
@@ -182,10 +185,14 @@ export async function vetHost(
   if (isIP(host)) {
     addresses = [{ address: host, family: isIP(host) === 6 ? 6 : 4 }];
   } else {
+    networkStarting("dns", host);
     try {
       addresses = await policy.resolver(host);
     } catch (err) {
-      throw new DestinationError("dns_error", `${host} does not resolve`, { cause: err });
+      const code = (err as { code?: string } | undefined)?.code;
+      const why =
+        code === "ETIMEOUT" || code === "ECONNREFUSED" ? "did not resolve in time" : "does not resolve";
+      throw new DestinationError("dns_error", `${host} ${why}`, { cause: err });
     }
   }
   if (addresses.length === 0) throw new DestinationError("dns_error", `${host} does not resolve`);
@@ -199,10 +206,12 @@ export async function vetHost(
       `${host} is not a public address, so it is not allowed`,
     );
   }
-  if (addresses.some(own)) {
+  const loopbackLocal =
+    local && port !== undefined && addresses.some((a) => !addressAllowed(a.address, false));
+  if (addresses.some(own) || (loopbackLocal && (await policy.instancePorts?.())?.has(port as number))) {
     throw new DestinationError(
       "destination_not_allowed",
-      `${host} on port ${port} is this service's own listener, so it is not allowed`,
+      `${host} on port ${port} is a listener of this service, so it is not allowed`,
     );
   }
   return addresses[0] as ResolvedAddress;

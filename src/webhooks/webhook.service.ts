@@ -7,7 +7,7 @@ import { inTransaction } from "../platform/db/sql.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
 import type { Metrics } from "../platform/metrics.ts";
-import { tenantOf } from "../platform/tenancy.ts";
+import { type Environment, tenantOf } from "../platform/tenancy.ts";
 import { createWorkLimiter } from "../ratelimit/work-limiter.ts";
 import { secretAad } from "./delivery.worker.ts";
 import { deliveryLogRepository as log } from "./delivery-log.repository.ts";
@@ -128,19 +128,22 @@ export function createWebhookService({
     return [...new Set(filters)];
   };
 
+  /** A refused destination as the contract's 422, naming the field. */
+  const asFieldError = (err: unknown): never => {
+    if (err instanceof DestinationError) throw validationFailed({ url: err.message });
+    throw err;
+  };
+
   /**
-   * A destination for a subscription of `em`'s environment: http and loopback only for sandbox, and only with
-   * ALLOW_LOCAL_WEBHOOKS; never this service's own listeners.
+   * The form of a destination for a subscription of `em`'s environment (https; http only for sandbox, and only
+   * with ALLOW_LOCAL_WEBHOOKS). Its address is checked by {@link checkDestination} before the transaction
+   * opens, and again at every attempt.
    */
-  const checkUrl = async (em: Em, raw: string): Promise<string> => {
-    const { environment } = tenantOf(em);
+  const checkUrl = (em: Em, raw: string): string => {
     try {
-      const url = parseDestination(raw.trim(), localAllowed(destinations, environment));
-      await vetHost(url.hostname, destinations, portOf(url), environment);
-      return url.toString();
+      return parseDestination(raw.trim(), localAllowed(destinations, tenantOf(em).environment)).toString();
     } catch (err) {
-      if (err instanceof DestinationError) throw validationFailed({ url: err.message });
-      throw err;
+      return asFieldError(err);
     }
   };
 
@@ -158,13 +161,29 @@ export function createWebhookService({
   };
 
   return {
+    /**
+     * Resolves a destination's host (within WEBHOOK_DNS_TIMEOUT_MS) and checks every address it has: public
+     * only (loopback for sandbox with ALLOW_LOCAL_WEBHOOKS), never this service's own listeners. A network
+     * wait, so it runs before any transaction: the edge's precheck of create and update (webhook.prechecks.ts).
+     * Refusals are `422 validation_failed` naming `url`: "does not resolve", "did not resolve in time", "is
+     * not a public address".
+     */
+    async checkDestination(environment: Environment, raw: string): Promise<void> {
+      try {
+        const url = parseDestination(raw.trim(), localAllowed(destinations, environment));
+        await vetHost(url.hostname, destinations, portOf(url), environment);
+      } catch (err) {
+        asFieldError(err);
+      }
+    },
+
     async create(em: Em, input: WebhookInput): Promise<WebhookWithSecret> {
       if (input.events.length === 0)
         throw validationFailed({ events: "subscribe to at least one event type or filter" });
       if (input.events.length > MAX_FILTERS)
         throw validationFailed({ events: `at most ${MAX_FILTERS} filters` });
       const events = checkFilters(input.events, "events");
-      const url = await checkUrl(em, input.url);
+      const url = checkUrl(em, input.url);
       const description = checkDescription(input.description);
       return inTransaction(em, async (tx) => {
         // Creates of one partner and environment take turns, so concurrent ones cannot pass the cap together.
@@ -204,7 +223,7 @@ export function createWebhookService({
     async update(em: Em, id: string, patch: WebhookPatch): Promise<Webhook> {
       const add = checkFilters(patch.addEvents, "addEvents");
       const remove = checkFilters(patch.removeEvents, "removeEvents");
-      const url = patch.url === undefined ? undefined : await checkUrl(em, patch.url);
+      const url = patch.url === undefined ? undefined : checkUrl(em, patch.url);
       const description = patch.description === undefined ? undefined : checkDescription(patch.description);
       return inTransaction(em, async (tx) => {
         const current = await load(tx, id, true);

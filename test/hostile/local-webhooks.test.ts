@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sql } from "../../src/platform/db/sql.ts";
-import { type ResolvedAddress, systemResolver } from "../../src/webhooks/destination.ts";
+import type { ResolvedAddress } from "../../src/webhooks/destination.ts";
+import { createDnsResolver } from "../../src/webhooks/dns.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
-import { startTestApp, type TestApp } from "../support/app.ts";
+import { startAnotherInstance, startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
 import { startReceiver, type TestReceiver } from "../support/receiver.ts";
-import { eventually } from "../support/wait.ts";
+import { eventually, settleChangeFeed } from "../support/wait.ts";
 
 // ALLOW_LOCAL_WEBHOOKS is for a developer's laptop: with it (as the tests run), sandbox subscriptions may use
 // http and loopback, but a production subscription is held to https on a public address, and no subscription
@@ -13,9 +14,10 @@ import { eventually } from "../support/wait.ts";
 // through the deliveries API. Without it, no loopback destination at all. Refusals say "not allowed" or
 // "does not resolve", never what a name resolved to.
 
-// A public name the tests control (other names: the system's DNS, for `localhost`).
+// A public name the tests control (other names: the service's own resolver, for `localhost`).
+const dns = createDnsResolver({ servers: [], timeoutMs: 2_000 });
 const resolver = async (host: string): Promise<ResolvedAddress[]> =>
-  host === "public.example" ? [{ address: "93.184.216.34", family: 4 }] : systemResolver(host);
+  host === "public.example" ? [{ address: "93.184.216.34", family: 4 }] : dns(host);
 
 let on: TestApp;
 let off: TestApp;
@@ -73,6 +75,42 @@ describe("local webhook destinations, switched on", () => {
       body: { url: `http://127.0.0.1:${new URL(on.internalUrl).port}/metrics` },
     });
     expectRefused(moved, /not allowed/, "update onto the internal listener");
+  });
+
+  it("never reach a sibling instance's listeners on the same database, at create or at delivery", async () => {
+    const sibling = await startAnotherInstance(on);
+    // The sibling announced its ports on the change feed; `on` has heard it once the feed is settled.
+    await settleChangeFeed(on.app);
+    try {
+      const internal = `http://127.0.0.1:${new URL(sibling.internalUrl).port}/metrics`;
+      for (const url of [internal, `http://localhost:${new URL(sibling.partnerUrl).port}/partner/v1/keys`]) {
+        expectRefused(await create(on, p.sandboxKey, url), /listener of this service/, url);
+      }
+      // A subscription moved onto the sibling's internal API behind the API's back sends it nothing.
+      const hook = await create(on, p.sandboxKey, receiver.url);
+      await sql(on.app.orm.em.fork(), "update webhooks set url = $1 where id = $2", [internal, hook.body.id]);
+      await rest(on.partnerUrl, "POST", `/partner/v1/webhooks/${hook.body.id}/test`, {
+        key: p.sandboxKey,
+        body: {},
+      });
+      const delivery = await eventually(async () => {
+        const list = await rest(on.partnerUrl, "GET", `/partner/v1/webhooks/${hook.body.id}/deliveries`, {
+          key: p.sandboxKey,
+        });
+        const d = list.body.deliveries?.[0];
+        return d?.attempt > 0 ? d : undefined;
+      });
+      expect(delivery).toMatchObject({ lastError: "destination_not_allowed", lastStatusCode: 0 });
+    } finally {
+      await sibling.stop();
+    }
+    // A stopped instance's ports are free again (a developer's receiver may take one).
+    const freed = await sql<{ n: number }>(
+      on.app.orm.em.fork(),
+      "select count(*)::int as n from instance_listeners where port = $1",
+      [Number(new URL(on.internalUrl).port)],
+    );
+    expect(freed[0]?.n).toBe(1);
   });
 
   it("are for sandbox subscriptions only: production ones are refused loopback, private and http", async () => {

@@ -112,6 +112,7 @@ describe("raw SQL", () => {
     const allowed = [
       "platform/db/sql.ts", // defines it
       "platform/crypto/data-keys.ts", // owns data_keys
+      "platform/http/listener-registry.ts", // owns instance_listeners
       "platform/metrics-gauges.ts", // the queue and backlog gauges of /metrics, read-only
       "master-key.ts", // db:rekey re-seals every sealed column, an operator's tool
     ];

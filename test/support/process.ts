@@ -18,6 +18,9 @@ export interface ServiceProcess {
   exited: Promise<number | string>;
 }
 
+/** Every service process this test file started, so the network tripwire can read their logs. */
+export const serviceProcesses = new Set<ServiceProcess>();
+
 /** Starts the service and waits until it logs that it started (with the addresses it listens on, if any). */
 export async function startServiceProcess(
   env: Record<string, string>,
@@ -63,7 +66,9 @@ export async function startServiceProcess(
     });
   });
   const { partner, internal } = await listening;
-  return { child, partnerUrl: partner, internalUrl: internal, logs, exited };
+  const service = { child, partnerUrl: partner, internalUrl: internal, logs, exited };
+  serviceProcesses.add(service);
+  return service;
 }
 
 /** Runs the command-line tool and returns its exit code and output. */

@@ -1290,7 +1290,11 @@ export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PUR
  */
 export const WebhookService: GenService<{
   /**
-   * Creates a subscription. The response holds the signing secret, which is never shown again.
+   * Creates a subscription. The response holds the signing secret, which is never shown again. The URL's
+   * host is resolved before anything is written, within 2 s: a host that is not public (or, with local
+   * webhooks switched on, a listener of the service), that does not resolve, or whose name servers do not
+   * answer in time is 422 `validation_failed` with `details.fields.url` saying which. A retry with the same
+   * Idempotency-Key whose answer is stored gets that answer, whatever DNS says now.
    *
    * @generated from rpc partner.v1.WebhookService.CreateWebhook
    */
@@ -1321,7 +1325,7 @@ export const WebhookService: GenService<{
   },
   /**
    * Changes the URL or description, or adds and removes event filters. A DISABLED subscription whose
-   * URL changes becomes ACTIVE again.
+   * URL changes becomes ACTIVE again. A new URL is checked as in CreateWebhook.
    *
    * @generated from rpc partner.v1.WebhookService.UpdateWebhook
    */

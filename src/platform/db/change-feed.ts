@@ -15,7 +15,8 @@ const HEARTBEAT = "heartbeat:";
 
 /** Topics of {@link ChangeFeed} messages. */
 /** `limits`: a partner's limit overrides (the id is the partner's). */
-export type ChangeTopic = "api_key" | "signing_keys" | "limits";
+/** `listeners`: an instance started or stopped listening (the id is the instance's). */
+export type ChangeTopic = "api_key" | "signing_keys" | "limits" | "listeners";
 
 type Handler = (id: string) => void;
 

@@ -35,6 +35,7 @@ import { WebhookDeliveryEntity } from "../../webhooks/delivery.entity.ts";
 import { EventEntity } from "../../webhooks/event.entity.ts";
 import { WebhookEntity } from "../../webhooks/webhook.entity.ts";
 import { DataKeyEntity } from "../crypto/data-key.entity.ts";
+import { InstanceListenerEntity } from "../http/listener-registry.entity.ts";
 
 /**
  * Every entity of the service: one per table the migrations create, so MikroORM's schema diff against the
@@ -73,6 +74,7 @@ export const entities = [
   PaymentInstrumentEntity,
   SandboxFixtureEntity,
   DataKeyEntity,
+  InstanceListenerEntity,
   PortalMemberEntity,
   PortalInviteEntity,
   PortalSessionEntity,

@@ -1,7 +1,9 @@
+import type { TransactionOptions } from "@mikro-orm/core";
 import { Migrator } from "@mikro-orm/migrations";
-import { type EntityManager, MikroORM } from "@mikro-orm/postgresql";
+import { EntityManager, MikroORM } from "@mikro-orm/postgresql";
 import pg from "pg";
 import type { Logger } from "../logger.ts";
+import { whileHolding } from "../network-guard.ts";
 import { entities, routines } from "./entities.ts";
 import { migrations } from "./migrations/index.ts";
 
@@ -38,11 +40,23 @@ export interface OrmOptions {
   timeouts?: DbTimeouts;
 }
 
+/**
+ * The service's entity manager: every transaction's callback runs as work that holds a connection, so an
+ * outbound call started inside one is caught (platform/network-guard.ts). Nested transactions (savepoints)
+ * are inside the outer one's context already.
+ */
+class GuardedEntityManager extends EntityManager {
+  override transactional<T>(cb: (em: this) => T | Promise<T>, options?: TransactionOptions): Promise<T> {
+    return super.transactional((em) => whileHolding("transaction", () => cb(em)), options);
+  }
+}
+
 /** Connects the ORM. No global context: every unit of work forks its own EntityManager. */
 export async function createOrm(options: OrmOptions): Promise<Orm> {
   const { timeouts, logger } = options;
   return MikroORM.init({
     clientUrl: options.databaseUrl,
+    entityManager: GuardedEntityManager,
     entities,
     routines,
     extensions: [Migrator],

@@ -12,6 +12,7 @@ import { rateClassOf, restBindings } from "../http/rules.ts";
 import type { Metrics } from "../metrics.ts";
 import { type Caller, scopeToTenant } from "../tenancy.ts";
 import { callerOf, emOf, kCaller, kEm, kLimits, kReplay, lazyEmOf } from "./context.ts";
+import { methodKey, type Precheck } from "./prechecks.ts";
 
 /** One call as the edge sees it, whichever face (REST, Connect, gRPC-Web, gRPC) it came in on. */
 export interface EdgeCall {
@@ -83,6 +84,11 @@ export interface PartnerEdgeOptions {
    * before anything else runs: an idempotency key's stored answer is never replayed to an API key.
    */
   sessionOnly?: ReadonlySet<string>;
+  /**
+   * Work that must not hold a database connection (a destination's DNS), by {@link methodKey}: run before any
+   * transaction opens. An idempotent retry whose answer is stored is replayed without it.
+   */
+  prechecks?: ReadonlyMap<string, Precheck>;
 }
 
 /** The partner listener's edge: API key, the key's limits and its rate limit, then idempotency keys on POSTs. */
@@ -95,7 +101,47 @@ export function createPartnerEdge({
   metrics,
   portal,
   sessionOnly,
+  prechecks,
 }: PartnerEdgeOptions): Edge {
+  /** The idempotency key of a POST, checked for form (400 before any other work), or undefined. */
+  const idempotencyKeyOf = (call: EdgeCall): string | undefined => {
+    const key = call.requestHeader.get("idempotency-key");
+    if (key === null || !isPost(call.method)) return undefined;
+    idempotency.validateKey(key);
+    return key;
+  };
+
+  /** The handler in its unit of work: a portal write in its audit transaction, an idempotent one in its own. */
+  const run = async (call: EdgeCall, request: Message, handler: () => Promise<unknown>): Promise<unknown> => {
+    // A write made with a portal session runs inside the audit log's transaction (entered once).
+    if (portal?.auditsOnce(call)) return portal.audited(call, request, () => run(call, request, handler));
+    const key = idempotencyKeyOf(call);
+    if (key === undefined) return handler();
+    const { method } = call;
+    const em = emOf(call.values);
+    const result = await idempotency.run(
+      em,
+      callerOf(call.values),
+      key,
+      `${method.parent.typeName}/${method.name}`,
+      toBinary(method.input, request as never),
+      async (tx) => {
+        // The handler's writes join the transaction that stores the idempotency record.
+        call.values.set(kEm, tx);
+        try {
+          return toBinary(method.output, create(method.output, (await handler()) as never));
+        } finally {
+          call.values.set(kEm, em);
+        }
+      },
+    );
+    const response = fromBinary(method.output, result.response);
+    if (!result.replayed) return response;
+    call.responseHeader.set("idempotent-replayed", "true");
+    call.values.set(kReplay, response);
+    return handler();
+  };
+
   return {
     async admit(call) {
       let em: Em | undefined;
@@ -143,34 +189,15 @@ export function createPartnerEdge({
     },
 
     async invoke(call, request, handler) {
-      // A write made with a portal session runs inside the audit log's transaction (entered once).
-      if (portal?.auditsOnce(call))
-        return portal.audited(call, request, () => this.invoke(call, request, handler));
-      const key = call.requestHeader.get("idempotency-key");
-      if (key === null || !isPost(call.method)) return handler();
-      const { method } = call;
-      const em = emOf(call.values);
-      const result = await idempotency.run(
-        em,
-        callerOf(call.values),
-        key,
-        `${method.parent.typeName}/${method.name}`,
-        toBinary(method.input, request as never),
-        async (tx) => {
-          // The handler's writes join the transaction that stores the idempotency record.
-          call.values.set(kEm, tx);
-          try {
-            return toBinary(method.output, create(method.output, (await handler()) as never));
-          } finally {
-            call.values.set(kEm, em);
-          }
-        },
-      );
-      const response = fromBinary(method.output, result.response);
-      if (!result.replayed) return response;
-      call.responseHeader.set("idempotent-replayed", "true");
-      call.values.set(kReplay, response);
-      return handler();
+      const precheck = prechecks?.get(methodKey(call.method));
+      if (precheck) {
+        // A retry whose answer is stored is replayed (or refused as a reuse) by `run`, whatever the network says
+        // now; anything else does its network work here, holding no connection (platform/network-guard.ts).
+        const key = idempotencyKeyOf(call);
+        const stored = key !== undefined && (await idempotency.answered(emOf(call.values), key));
+        if (!stored) await precheck(request, call.values);
+      }
+      return run(call, request, handler);
     },
   };
 }

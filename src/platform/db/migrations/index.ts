@@ -21,6 +21,7 @@ import { Migration20261127200000_partner_lists } from "./Migration20261127200000
 import { Migration20261128000000_invite_wrong_codes } from "./Migration20261128000000_invite_wrong_codes.ts";
 import { Migration20261128010000_counterparty_window } from "./Migration20261128010000_counterparty_window.ts";
 import { Migration20261128020000_counterparty_window_scope } from "./Migration20261128020000_counterparty_window_scope.ts";
+import { Migration20261129000000_instance_listeners } from "./Migration20261129000000_instance_listeners.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -53,4 +54,5 @@ export const migrations = [
     name: "Migration20261128020000_counterparty_window_scope",
     class: Migration20261128020000_counterparty_window_scope,
   },
+  { name: "Migration20261129000000_instance_listeners", class: Migration20261129000000_instance_listeners },
 ];
