@@ -93,9 +93,13 @@ describe("joining", () => {
       }),
     });
     expect(res.status).toBe(200);
-    const cookie = res.headers.get("set-cookie") ?? "";
-    expect(cookie).toMatch(
+    const [session, device] = res.headers.getSetCookie();
+    expect(session).toMatch(
       /^portal_session=[0-9A-Za-z]{43}; Path=\/; HttpOnly; SameSite=Strict; Max-Age=43200$/,
+    );
+    // And the browser is known to the member from now on, for sign-in only, for 180 days.
+    expect(device).toMatch(
+      /^portal_device=[0-9A-Za-z_-]+; Path=\/portal\.v1\.PortalAuthService\/SignIn; HttpOnly; SameSite=Strict; Max-Age=15552000$/,
     );
   });
 });
