@@ -66,6 +66,12 @@ export interface Config {
      */
     disbursementsPerUserPerDay: number;
   };
+  /**
+   * Failed portal sign-ins (docs/portal.md "Signing in"), each a token bucket shared by every instance:
+   * PORTAL_SIGNIN_ADDRESS_LIMIT per client address (an IPv6 /64 counts as one), PORTAL_SIGNIN_ACCOUNT_LIMIT per
+   * account from browsers that have not signed in to it before, PORTAL_SIGNIN_DEVICE_LIMIT per browser that has.
+   */
+  portalSignin: { address: BucketSpec; account: BucketSpec; device: BucketSpec };
   /** Database connection pool size of this process. */
   dbPoolSize: number;
   /**
@@ -326,6 +332,18 @@ export const defaultExpensiveLimits = {
   disbursementsPerUserPerDay: 10,
 } as const satisfies Config["expensiveLimits"];
 
+/**
+ * Failed portal sign-ins: 20 per client address, then one every 10 seconds (a proxy shares one address among
+ * many people, and a member on a browser they have signed in on is never counted here); 5 per account from
+ * browsers it has not signed in on, then one every 5 minutes; 10 per browser that has, then one every 5
+ * minutes. None of them ever holds back a member on their own browser because of someone else's guesses.
+ */
+export const defaultPortalSigninLimits = {
+  address: { capacity: 20, refillPerSecond: 0.1 },
+  account: { capacity: 5, refillPerSecond: 1 / 300 },
+  device: { capacity: 10, refillPerSecond: 1 / 300 },
+} as const satisfies Config["portalSignin"];
+
 /** Reads and validates the configuration. Fails fast with a message naming the variable. */
 export function loadConfig(env: Env = process.env): Readonly<Config> {
   const databaseUrl = env.DATABASE_URL || undefined;
@@ -417,6 +435,11 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
         1,
         1_000_000,
       ),
+    },
+    portalSignin: {
+      address: bucket(env, "PORTAL_SIGNIN_ADDRESS_LIMIT", defaultPortalSigninLimits.address),
+      account: bucket(env, "PORTAL_SIGNIN_ACCOUNT_LIMIT", defaultPortalSigninLimits.account),
+      device: bucket(env, "PORTAL_SIGNIN_DEVICE_LIMIT", defaultPortalSigninLimits.device),
     },
     dbPoolSize: int(env, "DB_POOL_SIZE", defaultPoolSize(!databaseUrl), 2, 200),
     dbTimeouts: {

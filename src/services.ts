@@ -38,6 +38,7 @@ import { portalPurges } from "./portal/portal-retention.repository.ts";
 import { ADDRESS_LIMITS, createAddressGuard } from "./ratelimit/address-guard.ts";
 import { createConcurrencyLimiter } from "./ratelimit/concurrency-limiter.ts";
 import { createLimitsService } from "./ratelimit/limits.service.ts";
+import { rateLimitBucketsPurge } from "./ratelimit/rate-limit-retention.repository.ts";
 import { createRateLimiter } from "./ratelimit/rate-limiter.ts";
 import { createRetentionService } from "./retention/retention.service.ts";
 import { createSandboxFixtures } from "./sandbox/fixtures.ts";
@@ -191,6 +192,15 @@ export function createServices(deps: ServiceDeps) {
     refunds,
     metrics,
   });
+  const portal = createPortal({
+    clock,
+    box,
+    partners,
+    logger,
+    publicUrl: deps.publicUrl,
+    publicUrlFixed: config.publicUrl !== undefined,
+    signinLimits: config.portalSignin,
+  });
   return {
     books,
     ledger,
@@ -248,14 +258,7 @@ export function createServices(deps: ServiceDeps) {
     limits,
     signingKeys,
     /** The partner portal's people, sessions and audit log. */
-    portal: createPortal({
-      clock,
-      box,
-      partners,
-      logger,
-      publicUrl: deps.publicUrl,
-      publicUrlFixed: config.publicUrl !== undefined,
-    }),
+    portal,
     rateLimiter: createRateLimiter(),
     addressGuard: createAddressGuard(ADDRESS_LIMITS),
     idempotency,
@@ -286,6 +289,7 @@ export function createServices(deps: ServiceDeps) {
         sandboxSimulatorOrphansPurge,
         sandboxLedgerLinesPurge,
         ...portalPurges,
+        rateLimitBucketsPurge(portal.signin.buckets),
       ],
     }),
     deliveryWorker: createDeliveryWorker({

@@ -1,8 +1,16 @@
+import { PortalAuthService } from "../../gen/portal/v1/auth_pb.ts";
 import { ApiError } from "../platform/errors.ts";
+import { DEVICE_COOKIE_MS } from "./device-cookie.ts";
 import { SESSION_ABSOLUTE_MS } from "./session.service.ts";
 
 /** The session cookie's name. */
 export const SESSION_COOKIE = "portal_session";
+
+/** The device cookie's name: a browser that has signed in as a member (see device-cookie.ts). */
+export const DEVICE_COOKIE = "portal_device";
+
+/** Sign-in is the one call that reads the device cookie, so it is the one call the browser sends it with. */
+export const DEVICE_COOKIE_PATH = `/${PortalAuthService.typeName}/${PortalAuthService.method.signIn.name}`;
 
 /** The value of cookie `name` in a request's `Cookie` header. */
 export function cookieOf(header: Headers, name: string): string | undefined {
@@ -22,6 +30,15 @@ export function cookieOf(header: Headers, name: string): string | undefined {
 export function sessionCookie(token: string, publicUrl: string): string {
   const secure = publicUrl.startsWith("https:") ? "; Secure" : "";
   return `${SESSION_COOKIE}=${token}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${SESSION_ABSOLUTE_MS / 1000}${secure}`;
+}
+
+/**
+ * The device cookie: HttpOnly, SameSite=Strict, sent only with sign-in (its path), Secure when the service is
+ * served over https, kept 180 days (each successful sign-in issues it again, so a browser in use stays known).
+ */
+export function deviceCookie(value: string, publicUrl: string): string {
+  const secure = publicUrl.startsWith("https:") ? "; Secure" : "";
+  return `${DEVICE_COOKIE}=${value}; Path=${DEVICE_COOKIE_PATH}; HttpOnly; SameSite=Strict; Max-Age=${DEVICE_COOKIE_MS / 1000}${secure}`;
 }
 
 /** Clears the session cookie in the browser. */

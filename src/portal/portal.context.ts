@@ -13,6 +13,8 @@ export interface PortalCall {
   session?: LiveSession;
   /** The environment selected with `x-portal-environment` (partner API calls only). */
   environment?: Environment;
+  /** The device cookie the browser sent (sign-in only: the cookie's path keeps it from every other call). */
+  device?: string;
   /** Set once the call's audit wrapper has been entered (the edge enters it once). */
   audited?: boolean;
 }

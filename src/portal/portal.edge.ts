@@ -5,7 +5,7 @@ import { ApiError } from "../platform/errors.ts";
 import { kEm, kRequestHost } from "../platform/rpc/context.ts";
 import { type Edge, rateLimitHeaders } from "../platform/rpc/edge.ts";
 import type { RateLimiter } from "../ratelimit/rate-limiter.ts";
-import { cookieOf, requireSameOrigin, SESSION_COOKIE } from "./cookies.ts";
+import { cookieOf, DEVICE_COOKIE, requireSameOrigin, SESSION_COOKIE } from "./cookies.ts";
 import { kClientAddress, kPortal } from "./portal.context.ts";
 import type { SessionService } from "./session.service.ts";
 
@@ -60,7 +60,7 @@ export function createPortalEdge({
         address: call.values.get(kClientAddress),
         userAgent: call.requestHeader.get("user-agent") ?? "",
       };
-      call.values.set(kPortal, { actor, session });
+      call.values.set(kPortal, { actor, session, device: cookieOf(call.requestHeader, DEVICE_COOKIE) });
       if (WITHOUT_SESSION.has(call.method.name)) return;
       if (!session) throw new ApiError("unauthenticated", "Sign in to the portal first.");
       if (call.method.parent.typeName === TeamService.typeName && session.role !== "admin")

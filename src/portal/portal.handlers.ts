@@ -5,7 +5,7 @@ import { ApiError } from "../platform/errors.ts";
 import { emOf } from "../platform/rpc/context.ts";
 import { environments } from "../platform/tenancy.ts";
 import type { AuditService } from "./audit.service.ts";
-import { clearedCookie, sessionCookie } from "./cookies.ts";
+import { clearedCookie, deviceCookie, sessionCookie } from "./cookies.ts";
 import type { PeopleService } from "./people.service.ts";
 import { kPortal, type PortalCall } from "./portal.context.ts";
 import type { SessionService } from "./session.service.ts";
@@ -54,18 +54,23 @@ export function createPortalAuthHandlers(
         req.token,
         req.code,
       );
-      ctx.responseHeader.set("set-cookie", sessionCookie(session.token, o.publicUrl()));
+      ctx.responseHeader.append("set-cookie", sessionCookie(session.token, o.publicUrl()));
+      // Joining is the first sign-in (password and code, in this browser): the browser is the member's from now.
+      ctx.responseHeader.append("set-cookie", deviceCookie(o.signin.deviceCookie(member), o.publicUrl()));
       return { member: toMember(member), recoveryCodes };
     },
     async signIn(req, ctx) {
-      const { member, session } = await o.signin.signIn(
+      const portal = portalOf(ctx);
+      const { member, session, device } = await o.signin.signIn(
         emOf(ctx.values),
-        portalOf(ctx).actor,
+        portal.actor,
         req.email,
         req.password,
         req.code,
+        portal.device,
       );
-      ctx.responseHeader.set("set-cookie", sessionCookie(session.token, o.publicUrl()));
+      ctx.responseHeader.append("set-cookie", sessionCookie(session.token, o.publicUrl()));
+      ctx.responseHeader.append("set-cookie", deviceCookie(device, o.publicUrl()));
       return { member: toMember(member) };
     },
     async signOut(_req, ctx) {

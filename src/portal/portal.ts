@@ -3,10 +3,12 @@ import type { Clock } from "../platform/clock.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import type { Logger } from "../platform/logger.ts";
 import { createAuditService } from "./audit.service.ts";
+import { createDeviceCookies } from "./device-cookie.ts";
 import { createPeopleService } from "./people.service.ts";
 import { createPortalGate } from "./portal.gate.ts";
 import { createSessionService } from "./session.service.ts";
 import { createSigninService } from "./signin.service.ts";
+import type { SigninLimitsSpec } from "./signin-limits.ts";
 
 /** What the portal's people, sessions and audit log are built from. */
 export interface PortalOptions {
@@ -18,6 +20,8 @@ export interface PortalOptions {
   publicUrl: () => string;
   /** True when PUBLIC_URL is set: then its origin is the only one a portal call may come from. */
   publicUrlFixed?: boolean;
+  /** The buckets of failed sign-ins (`Config.portalSignin`). */
+  signinLimits: SigninLimitsSpec;
 }
 
 /** What {@link createPortal} returns. */
@@ -28,7 +32,15 @@ export function createPortal(o: PortalOptions) {
   const audit = createAuditService({ clock: o.clock, box: o.box });
   const sessions = createSessionService({ clock: o.clock });
   const people = createPeopleService({ ...o, audit, sessions });
-  const signin = createSigninService({ clock: o.clock, box: o.box, audit, sessions });
+  const devices = createDeviceCookies({ clock: o.clock, box: o.box });
+  const signin = createSigninService({
+    clock: o.clock,
+    box: o.box,
+    audit,
+    sessions,
+    devices,
+    limits: o.signinLimits,
+  });
   const gate = createPortalGate({
     sessions,
     audit,

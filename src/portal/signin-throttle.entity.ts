@@ -1,8 +1,10 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
 
 /**
- * Failed sign-ins per account, keyed by the SHA-256 of the normalised email whether or not it is a member's,
- * so the lock-out itself tells nobody which emails exist. Shared by every instance.
+ * The per-account lock-out of earlier releases (failed sign-ins per email digest). This release counts
+ * failures in shared token buckets instead (signin-limits.ts) and never writes here; the table stays so that
+ * instances of the earlier release keep signing people in during a rolling deploy, its rows go with the
+ * retention purge a day after their last failure, and a later migration drops it.
  */
 export const PortalSigninThrottleEntity = defineEntity({
   name: "PortalSigninThrottle",

@@ -49,6 +49,28 @@ export const rateLimitRepository = {
   },
 
   /**
+   * Gives `n` tokens back to a bucket on `em`'s transaction when it has one, refilled first up to now (at most
+   * to its capacity): for a token taken before the outcome was known, by an attempt that turned out not to be
+   * what the bucket counts. A bucket with no row is full already.
+   */
+  async giveBack(em: Em, bucket: string, spec: BucketSpec, n: number): Promise<void> {
+    await sql(
+      em,
+      `update rate_limit_buckets
+          set tokens = least($2::float8,
+                tokens + greatest(0, extract(epoch from (clock_timestamp() - refilled_at))) * $3::float8 + $4::float8),
+              refilled_at = clock_timestamp()
+        where bucket_key = $1`,
+      [bucket, spec.capacity, spec.refillPerSecond, n],
+    );
+  },
+
+  /** Fills a bucket again (a bucket with no row is full), on `em`'s transaction when it has one. */
+  async fill(em: Em, bucket: string): Promise<void> {
+    await sql(em, "delete from rate_limit_buckets where bucket_key = $1", [bucket]);
+  },
+
+  /**
    * Moves a shared bucket to new limits on `tx`'s transaction: it is first refilled up to now at the limits it
    * had, then held to the new capacity, so a lowered bucket never holds more than its new capacity and a raised
    * one does not gain the tokens it would have earned at the new rate before the change. A bucket not yet used

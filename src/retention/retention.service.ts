@@ -28,6 +28,7 @@ export const PURGED_TABLES = [
   "portal_invites",
   "portal_audit_events",
   "portal_signin_throttles",
+  "rate_limit_buckets",
 ] as const;
 
 /**

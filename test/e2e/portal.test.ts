@@ -93,9 +93,13 @@ describe("joining", () => {
       }),
     });
     expect(res.status).toBe(200);
-    const cookie = res.headers.get("set-cookie") ?? "";
-    expect(cookie).toMatch(
+    const [session, device] = res.headers.getSetCookie();
+    expect(session).toMatch(
       /^portal_session=[0-9A-Za-z]{43}; Path=\/; HttpOnly; SameSite=Strict; Max-Age=43200$/,
+    );
+    // And the browser is known to the member from now on, for sign-in only, for 180 days.
+    expect(device).toMatch(
+      /^portal_device=[0-9A-Za-z_-]+; Path=\/portal\.v1\.PortalAuthService\/SignIn; HttpOnly; SameSite=Strict; Max-Age=15552000$/,
     );
   });
 });
@@ -264,19 +268,26 @@ describe("the team", () => {
 });
 
 describe("retention", () => {
-  it("purges ended sessions at once, used or expired invites after 30 days, audit events after a year", async () => {
-    const count = async (table: string) => {
-      const [row] = await sql<{ n: number }>(t.app.orm.em.fork(), `select count(*)::int as n from ${table}`);
+  it("purges ended sessions at once, sign-in buckets once full again, used or expired invites after 30 days, audit events after a year", async () => {
+    const count = async (table: string, where = "true") => {
+      const [row] = await sql<{ n: number }>(
+        t.app.orm.em.fork(),
+        `select count(*)::int as n from ${table} where ${where}`,
+      );
       return row?.n ?? 0;
     };
+    const signinBuckets = () => count("rate_limit_buckets", "bucket_key like 'portal-signin-%'");
     const purge = () => t.app.services.retention.purge(t.app.orm.em.fork());
+    expect(await signinBuckets()).toBeGreaterThan(0);
     // Past every invite's 72 hours, and 30 days more.
     clock.advance(34 * ms.day);
     const first = await purge();
     expect(first["portal sessions"]?.deleted.portal_sessions).toBeGreaterThan(0);
     expect(first["portal invites"]?.deleted.portal_invites).toBeGreaterThan(0);
+    expect(first["rate-limit buckets full again"]?.deleted.rate_limit_buckets).toBeGreaterThan(0);
     expect(await count("portal_sessions")).toBe(0);
     expect(await count("portal_invites")).toBe(0);
+    expect(await signinBuckets()).toBe(0);
     expect(await count("portal_audit_events")).toBeGreaterThan(0);
     clock.advance(366 * ms.day);
     await purge();

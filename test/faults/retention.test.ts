@@ -602,6 +602,8 @@ describe("the retention purge", () => {
       portal_invites: 0,
       portal_audit_events: 0,
       portal_signin_throttles: 0,
+      // No sign-ins here.
+      rate_limit_buckets: 0,
     });
     const res = await fetch(`${t.internalUrl}/metrics`, {
       headers: { authorization: `Bearer ${t.internalToken}` },

@@ -4,6 +4,7 @@ import { KeysService } from "../../gen/partner/v1/keys_pb.ts";
 import { WebhookService } from "../../gen/partner/v1/webhooks_pb.ts";
 import { PortalAuthService } from "../../gen/portal/v1/auth_pb.ts";
 import { TeamService } from "../../gen/portal/v1/team_pb.ts";
+import { defaultPortalSigninLimits } from "../../src/config.ts";
 import { ManualClock, ms } from "../../src/platform/clock.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -218,12 +219,14 @@ describe("guessing", () => {
     };
     const known = await answers(victim.email);
     const unknown = await answers(`nobody-${Date.now()}@example.com`);
-    expect(known).toEqual(unknown);
+    // Retry-After counts down in the database's time between the two runs, so it is compared apart.
+    const bare = (seen: string[]) => seen.map((s) => s.replace(/ \d+$/, ""));
+    expect(bare(known)).toEqual(bare(unknown));
     expect(known.slice(0, 5).every((s) => s.startsWith("401 unauthenticated"))).toBe(true);
-    expect(known[5]).toMatch(/^429 resource_exhausted .* \d+$/);
-    // Locked: even the right password waits.
-    clock.advance(20 * ms.second);
+    for (const seen of [known, unknown]) expect(seen[5]).toMatch(/^429 resource_exhausted .* \d+$/);
+    // From a browser that has never signed in as the member, even the right password waits.
     const right = browser(t.partnerUrl).client(PortalAuthService);
+    clock.advance(31 * ms.second);
     expect(
       await code(
         right.signIn({
@@ -233,10 +236,10 @@ describe("guessing", () => {
         }),
       ),
     ).toBe("ResourceExhausted");
-    clock.advance(11 * ms.second);
+    // The member's own browser (its device cookie since joining) does not.
     expect(
       await code(
-        right.signIn({
+        victim.browser.client(PortalAuthService).signIn({
           email: victim.email,
           password: victim.password,
           code: totpCode(victim.secret, clock),
@@ -262,6 +265,7 @@ describe("secrets", () => {
         m.secret,
         ...m.recoveryCodes,
         (m.browser.cookie ?? "").split("=")[1] ?? "",
+        (m.browser.device ?? "").split("=")[1] ?? "",
       ])
         expect(text).not.toContain(secret);
     }
@@ -455,7 +459,7 @@ describe("the portal over HTTP/2", () => {
 });
 
 describe("bursts aimed at one account, and guessed invite tokens", () => {
-  it("run one sign-in per account at a time, and never hash a password for an unknown invite", async () => {
+  it("are held to the account's budget, and never hash a password for an unknown invite", async () => {
     const own = await startTestApp({ clock });
     try {
       const p = await createPartner(own);
@@ -470,14 +474,13 @@ describe("bursts aimed at one account, and guessed invite tokens", () => {
           },
           body: JSON.stringify({ email, password, code: "000000" }),
         });
-      // 12 guesses at once at one account: one is weighed, the rest are 429 at once, so the lock-out after
-      // five failures cannot be outrun by arriving together.
+      // 12 guesses at once at one account: its five are weighed, the rest are 429 at once, so the account's
+      // budget cannot be outrun by arriving together.
       const burst = await Promise.all(
         Array.from({ length: 12 }, (_, i) => signIn(victim.email, `wrong ${i}`)),
       );
       const weighed = burst.filter((r) => r.status === 401).length;
-      expect(weighed).toBeGreaterThanOrEqual(1);
-      expect(weighed).toBeLessThanOrEqual(2);
+      expect(weighed).toBe(defaultPortalSigninLimits.account.capacity);
       expect(burst.filter((r) => r.status === 429)).toHaveLength(12 - weighed);
       for (const r of burst.filter((x) => x.status === 429))
         expect(Number(r.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);

@@ -7,9 +7,17 @@ import { PortalAuthService } from "../../gen/portal/v1/auth_pb.ts";
 import type { Clock } from "../../src/platform/clock.ts";
 import { internalClient, type TestApp } from "./app.ts";
 
-/** A browser as the portal sees it: its cookie jar (one cookie), its origin, its selected environment. */
+/**
+ * A browser as the portal sees it: its cookie jar (the session cookie, and the device cookie sent only where
+ * its path says), its origin, its selected environment.
+ */
 export interface Browser {
+  /** `portal_session=…`, as sent. */
   cookie: string | undefined;
+  /** `portal_device=…`, as sent to its path. */
+  device: string | undefined;
+  /** The device cookie's `Path`. */
+  devicePath: string;
   origin: string | undefined;
   environment: string | undefined;
   /** Extra headers every call sends. */
@@ -21,6 +29,8 @@ export interface Browser {
 export function browser(baseUrl: string, environment = "sandbox"): Browser {
   const b: Browser = {
     cookie: undefined,
+    device: undefined,
+    devicePath: "/",
     origin: baseUrl,
     environment,
     headers: {},
@@ -31,14 +41,21 @@ export function browser(baseUrl: string, environment = "sandbox"): Browser {
       ),
   };
   const keep = (h: Headers) => {
-    const set = h.get("set-cookie");
-    if (!set) return;
-    const [pair] = set.split(";");
-    const value = pair?.slice(pair.indexOf("=") + 1) ?? "";
-    b.cookie = value ? `portal_session=${value}` : undefined;
+    for (const set of h.getSetCookie()) {
+      const [pair = "", ...attributes] = set.split(";").map((part) => part.trim());
+      const name = pair.slice(0, pair.indexOf("="));
+      const value = pair.slice(pair.indexOf("=") + 1);
+      if (name === "portal_session") b.cookie = value ? `portal_session=${value}` : undefined;
+      if (name === "portal_device") {
+        b.device = value ? `portal_device=${value}` : undefined;
+        b.devicePath = attributes.find((a) => a.startsWith("Path="))?.slice(5) ?? "/";
+      }
+    }
   };
   const jar: Interceptor = (next) => async (req) => {
-    if (b.cookie) req.header.set("cookie", b.cookie);
+    const path = new URL(req.url).pathname;
+    const cookies = [b.cookie, path.startsWith(b.devicePath) ? b.device : undefined].filter(Boolean);
+    if (cookies.length > 0) req.header.set("cookie", cookies.join("; "));
     if (b.origin) req.header.set("origin", b.origin);
     if (b.environment) req.header.set("x-portal-environment", b.environment);
     for (const [k, v] of Object.entries(b.headers)) req.header.set(k, v);

@@ -95,6 +95,17 @@ describe("configuration", () => {
     });
   });
 
+  it("reads the portal's sign-in limits as capacity:refill, 20, 5 and 10 failures by default", () => {
+    const d = loadConfig({}).portalSignin;
+    expect([d.address.capacity, d.account.capacity, d.device.capacity]).toEqual([20, 5, 10]);
+    expect(1 / d.account.refillPerSecond).toBeCloseTo(300);
+    expect(loadConfig({ PORTAL_SIGNIN_ADDRESS_LIMIT: "200:2" }).portalSignin.address).toEqual({
+      capacity: 200,
+      refillPerSecond: 2,
+    });
+    expect(() => loadConfig({ PORTAL_SIGNIN_DEVICE_LIMIT: "10" })).toThrow(/PORTAL_SIGNIN_DEVICE_LIMIT/);
+  });
+
   it("reads the limits on expensive work, 8 snapshot reads in flight per key and 10 disbursements per user a day by default", () => {
     expect(loadConfig({}).expensiveLimits).toEqual({
       snapshotConcurrencyPerKey: 8,

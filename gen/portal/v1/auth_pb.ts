@@ -382,7 +382,9 @@ export const WhoAmIResponseSchema: GenMessage<WhoAmIResponse> = /*@__PURE__*/
  *
  * The session is a random token in the `portal_session` cookie (HttpOnly, SameSite=Strict, Path=/, Secure when
  * PUBLIC_URL is https), stored hashed; it ends after 30 minutes without a call, and 12 hours after sign-in
- * in any case.
+ * in any case. A browser that has signed in also keeps a `portal_device` cookie (HttpOnly, SameSite=Strict,
+ * sent with SignIn only, Secure when PUBLIC_URL is https, 180 days), sealed and bound to its member: with it,
+ * other people's failed sign-ins never hold that member back on that browser.
  *
  * @generated from service portal.v1.PortalAuthService
  */
@@ -413,9 +415,9 @@ export const PortalAuthService: GenService<{
   },
   /**
    * Confirms the enrolment with a current 6-digit code: the member exists, the invite is used up, and the
-   * answer carries the member's 10 recovery codes (shown once) and a session cookie. A wrong code is 422
-   * `validation_failed` naming `code`; the tenth wrong code on one invite spends it (`not_found`, ask for a new
-   * invite), so holding an invite's URL is no licence to try every code.
+   * answer carries the member's 10 recovery codes (shown once), a session cookie and a device cookie. A wrong
+   * code is 422 `validation_failed` naming `code`; the tenth wrong code on one invite spends it (`not_found`,
+   * ask for a new invite), so holding an invite's URL is no licence to try every code.
    *
    * @generated from rpc portal.v1.PortalAuthService.ConfirmEnrolment
    */
@@ -426,8 +428,12 @@ export const PortalAuthService: GenService<{
   },
   /**
    * Signs in with email, password and a TOTP code (or a recovery code, which is then used up); sets the
-   * session cookie. Every failure is the same 401 `unauthenticated`, whether or not the email is a member's;
-   * repeated failures are 429 `rate_limited` with Retry-After, per account and per client address.
+   * session cookie, and the device cookie again. Every failure is the same 401 `unauthenticated`, whether or
+   * not the email is a member's. Failures are limited, each past its limit 429 `rate_limited` with
+   * Retry-After: with the member's device cookie, per browser (10, then one every 5 minutes); without it, per
+   * account (5, then one every 5 minutes) and per client address (20, then one every 10 seconds). So guesses
+   * from elsewhere never keep a member out of a browser they have signed in on; the second factor is asked
+   * every time.
    *
    * @generated from rpc portal.v1.PortalAuthService.SignIn
    */
