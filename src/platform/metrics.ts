@@ -232,9 +232,14 @@ export function createMetrics() {
     "retention_purged_rows_total",
     "Rows deleted by the retention purge, by table (a fixed set: the tables the purge deletes from).",
   );
+  const connectionsRefused = new Counter(
+    "http_connections_refused_total",
+    "New connections closed at once by a connection cap, by listener and reason (listener_limit, address_limit).",
+  );
   const gauges: Gauge[] = [];
   const all: Metric[] = [
     http,
+    connectionsRefused,
     rateLimitRejections,
     expensiveLimitRejections,
     webhookAttempts,
@@ -248,6 +253,7 @@ export function createMetrics() {
   ];
   return {
     http,
+    connectionsRefused,
     rateLimitRejections,
     expensiveLimitRejections,
     webhookAttempts,

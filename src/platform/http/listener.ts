@@ -4,6 +4,7 @@ import net from "node:net";
 import { Duplex } from "node:stream";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
+import { type ConnectionCaps, type ConnectionRefusal, createConnectionLimits } from "./connection-limits.ts";
 
 /** A request handler that serves both HTTP/1.1 and HTTP/2 requests. */
 export type Handler = (
@@ -15,6 +16,8 @@ export type Handler = (
 export interface Listener {
   readonly port: number;
   readonly host: string;
+  /** Connections open now (refused ones never count). */
+  readonly openConnections: number;
   /** Stops accepting, lets in-flight requests finish (up to `graceMs`), then closes what is left. */
   close(graceMs?: number): Promise<void>;
 }
@@ -28,7 +31,14 @@ export interface ListenOptions {
   name: string;
   /** Limits against slow clients (defaults: 20 s for headers, 60 s for a request, 65 s idle keep-alive). */
   timeouts?: { headersTimeoutMs: number; requestTimeoutMs: number; keepAliveTimeoutMs: number };
+  /** Caps on open connections, in all and per client address. */
+  connections: ConnectionCaps;
+  /** Told of each connection refused by those caps (for a metric). */
+  onRefused?: (reason: ConnectionRefusal) => void;
 }
+
+/** How often, at most, a listener logs that it refuses connections (the metric counts every one). */
+const REFUSAL_LOG_INTERVAL_MS = 60_000;
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
@@ -78,6 +88,8 @@ export async function listen({
   logger,
   name,
   timeouts,
+  connections,
+  onRefused,
 }: ListenOptions): Promise<Listener> {
   const limits = timeouts ?? {
     headersTimeoutMs: 20_000,
@@ -150,7 +162,34 @@ export async function listen({
     logger.debug("client error", { listener: name, err: err.message });
   });
 
+  const counted = createConnectionLimits(connections);
+  const refusedSince = { listener_limit: 0, address_limit: 0 };
+  let refusalLoggedAt = Number.NEGATIVE_INFINITY;
+  /** One warning when refusals start, then at most one a minute with the counts since the last. */
+  const refused = (reason: ConnectionRefusal) => {
+    onRefused?.(reason);
+    refusedSince[reason] += 1;
+    const now = performance.now();
+    if (now - refusalLoggedAt < REFUSAL_LOG_INTERVAL_MS) return;
+    refusalLoggedAt = now;
+    logger.warn("refusing connections", { listener: name, open: counted.open, refused: { ...refusedSince } });
+    refusedSince.listener_limit = 0;
+    refusedSince.address_limit = 0;
+  };
+
   const server = net.createServer((socket) => {
+    const address = socket.remoteAddress;
+    // Gone before it could be looked at (reset by its client): nothing to count.
+    if (address === undefined) return void socket.destroy();
+    const release = counted.admit(address);
+    if (typeof release === "string") {
+      // Closed at once with a reset, before anything is read, parsed or timed: a refusal costs an accept and a
+      // close, and leaves no TIME_WAIT behind on this side, however fast its client comes back.
+      socket.on("error", () => undefined);
+      socket.resetAndDestroy();
+      return refused(release);
+    }
+    socket.once("close", release);
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
     socket.on("error", () => undefined);
@@ -184,6 +223,9 @@ export async function listen({
   return {
     port: addr.port,
     host,
+    get openConnections() {
+      return counted.open;
+    },
     async close(graceMs = 10_000) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       h1.closeIdleConnections();
