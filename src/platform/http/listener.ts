@@ -189,12 +189,18 @@ export async function listen({
       socket.resetAndDestroy();
       return refused(release);
     }
-    socket.once("close", release);
     sockets.add(socket);
-    socket.on("close", () => sockets.delete(socket));
+    // A client that connects and sends too little to tell HTTP/1.1 from HTTP/2 is cut off like any slow
+    // client, at the headers time-out from its connection however it spaces its bytes (an idle timer would let
+    // a preface trickled a byte at a time hold the socket for minutes).
+    const sniffing = setTimeout(() => socket.destroy(), limits.headersTimeoutMs);
+    sniffing.unref();
+    socket.once("close", () => {
+      release();
+      sockets.delete(socket);
+      clearTimeout(sniffing);
+    });
     socket.on("error", () => undefined);
-    // A client that connects and sends too little to tell HTTP/1.1 from HTTP/2 is cut off like any slow client.
-    socket.setTimeout(limits.headersTimeoutMs, () => socket.destroy());
     let seen = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
       seen = Buffer.concat([seen, chunk]);
@@ -202,7 +208,7 @@ export async function listen({
       const isH2 = seen.subarray(0, n).equals(PREFACE.subarray(0, n));
       if (isH2 && seen.length < PREFACE.length) return;
       socket.off("data", onData);
-      socket.setTimeout(0);
+      clearTimeout(sniffing);
       if (isH2) {
         h2.emit("connection", replaying(socket, seen));
         return;
