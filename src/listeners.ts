@@ -411,6 +411,7 @@ export async function startListeners(o: ListenerOptions) {
         timeouts: config.http,
         connections: config.connections,
         onRefused: (reason) => services.metrics.connectionsRefused.inc({ listener: "partner", reason }),
+        onEvicted: () => services.metrics.connectionsEvicted.inc({ listener: "partner" }),
         handler: withRequestId(
           (req, res) => {
             const url = req.url ?? "/";
@@ -508,6 +509,7 @@ export async function startListeners(o: ListenerOptions) {
       // No cap per address: its callers are the operator's own services and scrapers, often behind one address.
       connections: { max: config.connections.max, maxPerAddress: 0 },
       onRefused: (reason) => services.metrics.connectionsRefused.inc({ listener: "internal", reason }),
+      onEvicted: () => services.metrics.connectionsEvicted.inc({ listener: "internal" }),
       handler: withRequestId(
         (req, res) => {
           if ((req.url ?? "").split("?")[0] === "/metrics")

@@ -236,10 +236,15 @@ export function createMetrics() {
     "http_connections_refused_total",
     "New connections closed at once by a connection cap, by listener and reason (listener_limit, address_limit).",
   );
+  const connectionsEvicted = new Counter(
+    "http_connections_evicted_total",
+    "Connections that had sent nothing, closed to admit a new one at their listener's cap, by listener.",
+  );
   const gauges: Gauge[] = [];
   const all: Metric[] = [
     http,
     connectionsRefused,
+    connectionsEvicted,
     rateLimitRejections,
     expensiveLimitRejections,
     webhookAttempts,
@@ -254,6 +259,7 @@ export function createMetrics() {
   return {
     http,
     connectionsRefused,
+    connectionsEvicted,
     rateLimitRejections,
     expensiveLimitRejections,
     webhookAttempts,

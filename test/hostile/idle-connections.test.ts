@@ -144,9 +144,9 @@ describe("idle connections from one address", () => {
     expect(sample.has('http_connections_refused_total{listener="partner",reason="listener_limit"}')).toBe(
       false,
     );
-    const warned = service.logs.filter((l) => l.msg === "refusing connections");
+    const warned = service.logs.filter((l) => l.msg === "connection cap reached");
     expect(warned.length).toBe(1);
-    expect(warned[0]).toMatchObject({ level: "warn", listener: "partner" });
+    expect(warned[0]).toMatchObject({ level: "warn", listener: "partner", refused: { address_limit: 1 } });
 
     // Once the clients stop, the count goes back to nothing.
     await Promise.all(clients.map(stop));

@@ -35,6 +35,14 @@ describe("connection limits", () => {
     admitted(limits, "198.51.100.3");
   });
 
+  it("say an address at its cap is refused for its address, even when the listener is full too", () => {
+    const limits = createConnectionLimits({ max: 2, maxPerAddress: 1 });
+    admitted(limits, "198.51.100.1");
+    admitted(limits, "198.51.100.2");
+    expect(limits.admit("198.51.100.1")).toBe("address_limit");
+    expect(limits.admit("198.51.100.3")).toBe("listener_limit");
+  });
+
   it("keep no entry for an address once its last connection closes, and uncount each connection once", () => {
     const limits = createConnectionLimits({ max: 10, maxPerAddress: 3 });
     const releases = Array.from({ length: 3 }, () => admitted(limits, "2001:db8::1"));

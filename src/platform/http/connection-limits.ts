@@ -40,8 +40,8 @@ export function createConnectionLimits(caps: ConnectionCaps): ConnectionLimits {
   let open = 0;
   return {
     admit(address) {
-      if (open >= caps.max) return "listener_limit";
       if (caps.maxPerAddress === 0) {
+        if (open >= caps.max) return "listener_limit";
         open += 1;
         let counted = true;
         return () => {
@@ -49,9 +49,12 @@ export function createConnectionLimits(caps: ConnectionCaps): ConnectionLimits {
           counted = false;
         };
       }
+      // The address first: `listener_limit` then means that this connection alone would be admitted once
+      // another closes (which the listener may decide to make happen).
       const key = addressKey(address);
       const held = perAddress.get(key) ?? 0;
       if (held >= caps.maxPerAddress) return "address_limit";
+      if (open >= caps.max) return "listener_limit";
       perAddress.set(key, held + 1);
       open += 1;
       let counted = true;

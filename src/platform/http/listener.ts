@@ -35,10 +35,12 @@ export interface ListenOptions {
   connections: ConnectionCaps;
   /** Told of each connection refused by those caps (for a metric). */
   onRefused?: (reason: ConnectionRefusal) => void;
+  /** Told of each connection that had sent nothing, closed at the listener's cap to admit a new one. */
+  onEvicted?: () => void;
 }
 
-/** How often, at most, a listener logs that it refuses connections (the metric counts every one). */
-const REFUSAL_LOG_INTERVAL_MS = 60_000;
+/** How often, at most, a listener logs that a connection cap was reached (the metrics count every case). */
+const CAP_LOG_INTERVAL_MS = 60_000;
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
@@ -90,6 +92,7 @@ export async function listen({
   timeouts,
   connections,
   onRefused,
+  onEvicted,
 }: ListenOptions): Promise<Listener> {
   const limits = timeouts ?? {
     headersTimeoutMs: 20_000,
@@ -163,46 +166,71 @@ export async function listen({
   });
 
   const counted = createConnectionLimits(connections);
-  const refusedSince = { listener_limit: 0, address_limit: 0 };
-  let refusalLoggedAt = Number.NEGATIVE_INFINITY;
-  /** One warning when refusals start, then at most one a minute with the counts since the last. */
-  const refused = (reason: ConnectionRefusal) => {
-    onRefused?.(reason);
-    refusedSince[reason] += 1;
+  const shedSince = { listener_limit: 0, address_limit: 0, evicted: 0 };
+  let shedLoggedAt = Number.NEGATIVE_INFINITY;
+  /** One warning when a cap is first reached, then at most one a minute with the counts since the last. */
+  const shed = (what: keyof typeof shedSince) => {
+    if (what === "evicted") onEvicted?.();
+    else onRefused?.(what);
+    shedSince[what] += 1;
     const now = performance.now();
-    if (now - refusalLoggedAt < REFUSAL_LOG_INTERVAL_MS) return;
-    refusalLoggedAt = now;
-    logger.warn("refusing connections", { listener: name, open: counted.open, refused: { ...refusedSince } });
-    refusedSince.listener_limit = 0;
-    refusedSince.address_limit = 0;
+    if (now - shedLoggedAt < CAP_LOG_INTERVAL_MS) return;
+    shedLoggedAt = now;
+    const { evicted, ...refused } = shedSince;
+    logger.warn("connection cap reached", { listener: name, open: counted.open, refused, evicted });
+    shedSince.listener_limit = 0;
+    shedSince.address_limit = 0;
+    shedSince.evicted = 0;
+  };
+  // Connections that have not sent a byte yet, oldest first, with what uncounts each.
+  const silent = new Map<net.Socket, () => void>();
+  /**
+   * At the listener's cap, the oldest connection that has sent nothing yet is closed to admit a new one. A
+   * client with a request to send sends it within a round trip, so the oldest silent connection is almost
+   * always one held open for nothing, and a flood of them from many addresses cannot lock everyone else out.
+   */
+  const evictSilent = (): boolean => {
+    const oldest = silent.entries().next().value;
+    if (!oldest) return false;
+    const [socket, release] = oldest;
+    silent.delete(socket);
+    release();
+    socket.resetAndDestroy();
+    shed("evicted");
+    return true;
   };
 
   const server = net.createServer((socket) => {
     const address = socket.remoteAddress;
     // Gone before it could be looked at (reset by its client): nothing to count.
     if (address === undefined) return void socket.destroy();
-    const release = counted.admit(address);
+    let release = counted.admit(address);
+    if (release === "listener_limit" && evictSilent()) release = counted.admit(address);
     if (typeof release === "string") {
       // Closed at once with a reset, before anything is read, parsed or timed: a refusal costs an accept and a
       // close, and leaves no TIME_WAIT behind on this side, however fast its client comes back.
       socket.on("error", () => undefined);
       socket.resetAndDestroy();
-      return refused(release);
+      return shed(release);
     }
+    const uncount = release;
     sockets.add(socket);
+    silent.set(socket, uncount);
     // A client that connects and sends too little to tell HTTP/1.1 from HTTP/2 is cut off like any slow
     // client, at the headers time-out from its connection however it spaces its bytes (an idle timer would let
     // a preface trickled a byte at a time hold the socket for minutes).
     const sniffing = setTimeout(() => socket.destroy(), limits.headersTimeoutMs);
     sniffing.unref();
     socket.once("close", () => {
-      release();
+      uncount();
       sockets.delete(socket);
+      silent.delete(socket);
       clearTimeout(sniffing);
     });
     socket.on("error", () => undefined);
     let seen = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
+      silent.delete(socket);
       seen = Buffer.concat([seen, chunk]);
       const n = Math.min(seen.length, PREFACE.length);
       const isH2 = seen.subarray(0, n).equals(PREFACE.subarray(0, n));
