@@ -464,7 +464,9 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     },
     connections: {
       max: int(env, "MAX_CONNECTIONS", defaultMaxConnections(processFileLimit()), 1, 1_000_000),
-      maxPerAddress: int(env, "MAX_CONNECTIONS_PER_ADDRESS", 256, 0, 1_000_000),
+      // One partner's whole read burst (CONTRACT.md §8, 500) may arrive at once on as many HTTP/1.1 connections
+      // (Node's fetch and Go's default client open one per call in flight): it gets its 429s, never a reset.
+      maxPerAddress: int(env, "MAX_CONNECTIONS_PER_ADDRESS", 512, 0, 1_000_000),
     },
     webhooks: {
       connectTimeoutMs: int(env, "WEBHOOK_CONNECT_TIMEOUT_MS", 5_000, 100, 60_000),

@@ -18,7 +18,7 @@ import { eventually } from "../support/wait.ts";
 // address must still be answered as usual.
 const CLIENTS = 3;
 const PER_CLIENT = 7_000;
-const DEFAULT_PER_ADDRESS = 256;
+const DEFAULT_PER_ADDRESS = 512;
 
 let service: ServiceProcess;
 let token: string;

@@ -113,7 +113,7 @@ describe("configuration", () => {
     expect(() => loadConfig({ DISBURSEMENTS_PER_USER_PER_DAY: "ten" })).toThrow(ConfigError);
   });
 
-  it("caps connections at a quarter of the open-file limit (at most 10,000) and 256 per address by default", () => {
+  it("caps connections at a quarter of the open-file limit (at most 10,000) and 512 per address by default", () => {
     const limits = [
       "Limit                     Soft Limit           Hard Limit           Units     ",
       "Max processes             94546                94546                processes ",
@@ -125,7 +125,7 @@ describe("configuration", () => {
     expect(defaultMaxConnections(1_024)).toBe(256);
     expect(defaultMaxConnections(1_048_576)).toBe(10_000);
     expect(defaultMaxConnections(undefined)).toBe(2_000);
-    expect(loadConfig({}).connections.maxPerAddress).toBe(256);
+    expect(loadConfig({}).connections.maxPerAddress).toBe(512);
     expect(loadConfig({ MAX_CONNECTIONS: "50000", MAX_CONNECTIONS_PER_ADDRESS: "0" }).connections).toEqual({
       max: 50_000,
       maxPerAddress: 0,
