@@ -116,6 +116,10 @@ process.on("message", (message) => {
   if (message !== "stop") return;
   stopping = true;
   if (open.size === 0 && connecting === 0) return finish();
-  // Reset rather than closed, so that no TIME_WAIT is left holding these ports for the next run.
-  for (const s of open) s.resetAndDestroy();
+  // Reset rather than closed, so that no TIME_WAIT is left holding these ports; one the server has already
+  // closed is ending too, and Node cannot reset it (it would never emit "close").
+  for (const s of open) {
+    if (s.writableEnded) s.destroy();
+    else s.resetAndDestroy();
+  }
 });

@@ -45,6 +45,16 @@ const CAP_LOG_INTERVAL_MS = 60_000;
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
 /**
+ * Closes a socket with a reset, which leaves no TIME_WAIT on this side. One already shutting down (its client
+ * hung up, so it is ending too) is closed plainly: Node cannot reset it (EINVAL), and would drop its
+ * descriptor without closing it or ever emitting "close".
+ */
+function reset(socket: net.Socket): void {
+  if (socket.writableEnded) socket.destroy();
+  else socket.resetAndDestroy();
+}
+
+/**
  * The HTTP/2 session reads from the socket's native handle, past anything pushed back with `unshift`, so
  * an HTTP/2 connection whose first bytes we already read is handed over as a stream that replays them.
  */
@@ -195,7 +205,7 @@ export async function listen({
     const [socket, release] = oldest;
     silent.delete(socket);
     release();
-    socket.resetAndDestroy();
+    reset(socket);
     shed("evicted");
     return true;
   };
@@ -210,7 +220,7 @@ export async function listen({
       // Closed at once with a reset, before anything is read, parsed or timed: a refusal costs an accept and a
       // close, and leaves no TIME_WAIT behind on this side, however fast its client comes back.
       socket.on("error", () => undefined);
-      socket.resetAndDestroy();
+      reset(socket);
       return shed(release);
     }
     const uncount = release;
