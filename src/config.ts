@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -101,6 +102,20 @@ export interface Config {
     /** How long an idle keep-alive connection is kept. */
     keepAliveTimeoutMs: number;
   };
+  /**
+   * Caps on open connections, answered by closing a new connection at once (docs/operations.md "Connection
+   * limits"). The partner and internal listeners count apart, so a flood on the partner port never locks
+   * operators out of the internal API and `/metrics`.
+   */
+  connections: {
+    /** MAX_CONNECTIONS: open connections each listener holds at most. */
+    max: number;
+    /**
+     * MAX_CONNECTIONS_PER_ADDRESS: open connections one client address (IPv6: its /64) holds at most on the
+     * partner listener; 0 for none (behind a load balancer, which is the one address the service sees).
+     */
+    maxPerAddress: number;
+  };
   /** Webhook delivery (CONTRACT.md §5). */
   webhooks: {
     /** Time allowed to connect (5 s). */
@@ -182,6 +197,33 @@ type Env = Record<string, string | undefined>;
  */
 export function defaultPoolSize(embedded: boolean): number {
   return embedded ? 2 * os.availableParallelism() + 1 : 10;
+}
+
+/** The soft "Max open files" limit in a `/proc/<pid>/limits` text; undefined when absent or unlimited. */
+export function openFileLimit(limits: string): number | undefined {
+  const soft = /^Max open files\s+(\d+)/m.exec(limits)?.[1];
+  return soft === undefined ? undefined : Number(soft);
+}
+
+/**
+ * Connections each listener holds when `MAX_CONNECTIONS` is unset: a quarter of the process's open-file limit
+ * (Node raises its soft limit to the hard one at start), so the two listeners full together still leave half
+ * the descriptors to the database pool, webhook deliveries and files; at most 10,000, which no load balancer's
+ * pool comes near and which bounds the memory idle sockets take where the limit is in the millions. Without
+ * `/proc` (macOS, a laptop), 2,000.
+ */
+export function defaultMaxConnections(fileLimit: number | undefined): number {
+  if (fileLimit === undefined) return 2_000;
+  return Math.max(1, Math.min(10_000, Math.floor(fileLimit / 4)));
+}
+
+/** This process's open-file limit, read from `/proc/self/limits` where there is one (Linux). */
+function processFileLimit(): number | undefined {
+  try {
+    return openFileLimit(readFileSync("/proc/self/limits", "utf8"));
+  } catch {
+    return undefined;
+  }
 }
 
 function int(env: Env, name: string, fallback: number, min: number, max: number): number {
@@ -469,6 +511,12 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       headersTimeoutMs: int(env, "HTTP_HEADERS_TIMEOUT_MS", 20_000, 500, 300_000),
       requestTimeoutMs: int(env, "HTTP_REQUEST_TIMEOUT_MS", 60_000, 1_000, 600_000),
       keepAliveTimeoutMs: int(env, "HTTP_KEEP_ALIVE_TIMEOUT_MS", 65_000, 1_000, 600_000),
+    },
+    connections: {
+      max: int(env, "MAX_CONNECTIONS", defaultMaxConnections(processFileLimit()), 1, 1_000_000),
+      // One partner's whole read burst (CONTRACT.md §8, 500) may arrive at once on as many HTTP/1.1 connections
+      // (Node's fetch and Go's default client open one per call in flight): it gets its 429s, never a reset.
+      maxPerAddress: int(env, "MAX_CONNECTIONS_PER_ADDRESS", 512, 0, 1_000_000),
     },
     webhooks: {
       connectTimeoutMs: int(env, "WEBHOOK_CONNECT_TIMEOUT_MS", 5_000, 100, 60_000),

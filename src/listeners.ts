@@ -415,6 +415,9 @@ export async function startListeners(o: ListenerOptions) {
         port: config.port,
         logger,
         timeouts: config.http,
+        connections: config.connections,
+        onRefused: (reason) => services.metrics.connectionsRefused.inc({ listener: "partner", reason }),
+        onEvicted: () => services.metrics.connectionsEvicted.inc({ listener: "partner" }),
         handler: withRequestId(
           (req, res) => {
             const url = req.url ?? "/";
@@ -509,6 +512,10 @@ export async function startListeners(o: ListenerOptions) {
       port: config.internalPort,
       logger,
       timeouts: config.http,
+      // No cap per address: its callers are the operator's own services and scrapers, often behind one address.
+      connections: { max: config.connections.max, maxPerAddress: 0 },
+      onRefused: (reason) => services.metrics.connectionsRefused.inc({ listener: "internal", reason }),
+      onEvicted: () => services.metrics.connectionsEvicted.inc({ listener: "internal" }),
       handler: withRequestId(
         (req, res) => {
           if ((req.url ?? "").split("?")[0] === "/metrics")
@@ -525,6 +532,10 @@ export async function startListeners(o: ListenerOptions) {
     await partner?.close();
     throw err;
   }
+  services.metrics.gauge("http_connections_open", "Connections open now, by listener.", async () => [
+    ...(partner ? [{ labels: { listener: "partner" }, value: partner.openConnections }] : []),
+    { labels: { listener: "internal" }, value: internal.openConnections },
+  ]);
   const hostFor = (h: string) =>
     h === "0.0.0.0" || h === "::" ? "127.0.0.1" : h.includes(":") ? `[${h}]` : h;
   const partnerUrl = partner ? `http://${hostFor(partner.host)}:${partner.port}` : undefined;

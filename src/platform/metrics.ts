@@ -236,9 +236,19 @@ export function createMetrics() {
     "network_calls_in_transaction_total",
     "Outbound calls (dns, http, fetch) that started while a database transaction was open: each is a bug that could drain the pool; the log line says where.",
   );
+  const connectionsRefused = new Counter(
+    "http_connections_refused_total",
+    "New connections closed at once by a connection cap, by listener and reason (listener_limit, address_limit).",
+  );
+  const connectionsEvicted = new Counter(
+    "http_connections_evicted_total",
+    "Connections that had sent nothing, closed to admit a new one at their listener's cap, by listener.",
+  );
   const gauges: Gauge[] = [];
   const all: Metric[] = [
     http,
+    connectionsRefused,
+    connectionsEvicted,
     rateLimitRejections,
     expensiveLimitRejections,
     webhookAttempts,
@@ -253,6 +263,8 @@ export function createMetrics() {
   ];
   return {
     http,
+    connectionsRefused,
+    connectionsEvicted,
     rateLimitRejections,
     expensiveLimitRejections,
     webhookAttempts,

@@ -450,6 +450,24 @@ describe("slow and abusive clients", () => {
     for (const s of sockets) s.destroy();
   });
 
+  it("an HTTP/2 preface trickled a byte at a time is cut at the headers time-out from its connection", async () => {
+    const { port } = new URL(t.partnerUrl);
+    const preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    const s = net.connect(Number(port), "127.0.0.1");
+    s.on("error", () => undefined);
+    s.resume(); // read what the server sends, so its closing is seen here
+    const closed = new Promise((r) => s.on("close", r));
+    // A byte every 300 ms, each well inside the 1 s headers time-out: only a deadline counted from the
+    // connection cuts it before the preface is whole (7.2 s).
+    let sent = 0;
+    const trickle = setInterval(() => {
+      if (sent < preface.length) s.write(preface.subarray(sent, ++sent));
+    }, 300);
+    await closed;
+    clearInterval(trickle);
+    expect(sent).toBeLessThan(preface.length);
+  });
+
   it("the server is still up and its memory bounded after all of this", async () => {
     const before = process.memoryUsage().heapUsed;
     for (let round = 0; round < 200; round++) {

@@ -1,6 +1,12 @@
 import os from "node:os";
 import { describe, expect, it } from "vitest";
-import { ConfigError, defaultRateLimits, loadConfig } from "../../src/config.ts";
+import {
+  ConfigError,
+  defaultMaxConnections,
+  defaultRateLimits,
+  loadConfig,
+  openFileLimit,
+} from "../../src/config.ts";
 
 const key = "ab".repeat(32);
 const token = "t".repeat(32);
@@ -116,6 +122,27 @@ describe("configuration", () => {
     ).toEqual({ snapshotConcurrencyPerKey: 32, disbursementsPerUserPerDay: 3 });
     expect(() => loadConfig({ SNAPSHOT_CONCURRENCY_PER_KEY: "0" })).toThrow(/SNAPSHOT_CONCURRENCY_PER_KEY/);
     expect(() => loadConfig({ DISBURSEMENTS_PER_USER_PER_DAY: "ten" })).toThrow(ConfigError);
+  });
+
+  it("caps connections at a quarter of the open-file limit (at most 10,000) and 512 per address by default", () => {
+    const limits = [
+      "Limit                     Soft Limit           Hard Limit           Units     ",
+      "Max processes             94546                94546                processes ",
+      "Max open files            20000                20000                files     ",
+    ].join("\n");
+    expect(openFileLimit(limits)).toBe(20_000);
+    expect(openFileLimit("Max processes 10 10 processes")).toBeUndefined();
+    expect(defaultMaxConnections(20_000)).toBe(5_000);
+    expect(defaultMaxConnections(1_024)).toBe(256);
+    expect(defaultMaxConnections(1_048_576)).toBe(10_000);
+    expect(defaultMaxConnections(undefined)).toBe(2_000);
+    expect(loadConfig({}).connections.maxPerAddress).toBe(512);
+    expect(loadConfig({ MAX_CONNECTIONS: "50000", MAX_CONNECTIONS_PER_ADDRESS: "0" }).connections).toEqual({
+      max: 50_000,
+      maxPerAddress: 0,
+    });
+    expect(() => loadConfig({ MAX_CONNECTIONS: "0" })).toThrow(/MAX_CONNECTIONS must be an integer from 1/);
+    expect(() => loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: "-1" })).toThrow(/MAX_CONNECTIONS_PER_ADDRESS/);
   });
 
   it("takes the payment provider's URL and secret key together, or leaves production without one", () => {

@@ -4,6 +4,7 @@ import net from "node:net";
 import { Duplex } from "node:stream";
 import { newId } from "../ids.ts";
 import type { Logger } from "../logger.ts";
+import { type ConnectionCaps, type ConnectionRefusal, createConnectionLimits } from "./connection-limits.ts";
 
 /** A request handler that serves both HTTP/1.1 and HTTP/2 requests. */
 export type Handler = (
@@ -15,6 +16,8 @@ export type Handler = (
 export interface Listener {
   readonly port: number;
   readonly host: string;
+  /** Connections open now (refused ones never count). */
+  readonly openConnections: number;
   /** Stops accepting, lets in-flight requests finish (up to `graceMs`), then closes what is left. */
   close(graceMs?: number): Promise<void>;
 }
@@ -28,9 +31,28 @@ export interface ListenOptions {
   name: string;
   /** Limits against slow clients (defaults: 20 s for headers, 60 s for a request, 65 s idle keep-alive). */
   timeouts?: { headersTimeoutMs: number; requestTimeoutMs: number; keepAliveTimeoutMs: number };
+  /** Caps on open connections, in all and per client address. */
+  connections: ConnectionCaps;
+  /** Told of each connection refused by those caps (for a metric). */
+  onRefused?: (reason: ConnectionRefusal) => void;
+  /** Told of each connection that had sent nothing, closed at the listener's cap to admit a new one. */
+  onEvicted?: () => void;
 }
 
+/** How often, at most, a listener logs that a connection cap was reached (the metrics count every case). */
+const CAP_LOG_INTERVAL_MS = 60_000;
+
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+/**
+ * Closes a socket with a reset, which leaves no TIME_WAIT on this side. One already shutting down (its client
+ * hung up, so it is ending too) is closed plainly: Node cannot reset it (EINVAL), and would drop its
+ * descriptor without closing it or ever emitting "close".
+ */
+function reset(socket: net.Socket): void {
+  if (socket.writableEnded) socket.destroy();
+  else socket.resetAndDestroy();
+}
 
 /**
  * The HTTP/2 session reads from the socket's native handle, past anything pushed back with `unshift`, so
@@ -78,6 +100,9 @@ export async function listen({
   logger,
   name,
   timeouts,
+  connections,
+  onRefused,
+  onEvicted,
 }: ListenOptions): Promise<Listener> {
   const limits = timeouts ?? {
     headersTimeoutMs: 20_000,
@@ -150,20 +175,78 @@ export async function listen({
     logger.debug("client error", { listener: name, err: err.message });
   });
 
+  const counted = createConnectionLimits(connections);
+  const shedSince = { listener_limit: 0, address_limit: 0, evicted: 0 };
+  let shedLoggedAt = Number.NEGATIVE_INFINITY;
+  /** One warning when a cap is first reached, then at most one a minute with the counts since the last. */
+  const shed = (what: keyof typeof shedSince) => {
+    if (what === "evicted") onEvicted?.();
+    else onRefused?.(what);
+    shedSince[what] += 1;
+    const now = performance.now();
+    if (now - shedLoggedAt < CAP_LOG_INTERVAL_MS) return;
+    shedLoggedAt = now;
+    const { evicted, ...refused } = shedSince;
+    logger.warn("connection cap reached", { listener: name, open: counted.open, refused, evicted });
+    shedSince.listener_limit = 0;
+    shedSince.address_limit = 0;
+    shedSince.evicted = 0;
+  };
+  // Connections that have not sent a byte yet, oldest first, with what uncounts each.
+  const silent = new Map<net.Socket, () => void>();
+  /**
+   * At the listener's cap, the oldest connection that has sent nothing yet is closed to admit a new one. A
+   * client with a request to send sends it within a round trip, so the oldest silent connection is almost
+   * always one held open for nothing, and a flood of them from many addresses cannot lock everyone else out.
+   */
+  const evictSilent = (): boolean => {
+    const oldest = silent.entries().next().value;
+    if (!oldest) return false;
+    const [socket, release] = oldest;
+    silent.delete(socket);
+    release();
+    reset(socket);
+    shed("evicted");
+    return true;
+  };
+
   const server = net.createServer((socket) => {
+    const address = socket.remoteAddress;
+    // Gone before it could be looked at (reset by its client): nothing to count.
+    if (address === undefined) return void socket.destroy();
+    let release = counted.admit(address);
+    if (release === "listener_limit" && evictSilent()) release = counted.admit(address);
+    if (typeof release === "string") {
+      // Closed at once with a reset, before anything is read, parsed or timed: a refusal costs an accept and a
+      // close, and leaves no TIME_WAIT behind on this side, however fast its client comes back.
+      socket.on("error", () => undefined);
+      reset(socket);
+      return shed(release);
+    }
+    const uncount = release;
     sockets.add(socket);
-    socket.on("close", () => sockets.delete(socket));
+    silent.set(socket, uncount);
+    // A client that connects and sends too little to tell HTTP/1.1 from HTTP/2 is cut off like any slow
+    // client, at the headers time-out from its connection however it spaces its bytes (an idle timer would let
+    // a preface trickled a byte at a time hold the socket for minutes).
+    const sniffing = setTimeout(() => socket.destroy(), limits.headersTimeoutMs);
+    sniffing.unref();
+    socket.once("close", () => {
+      uncount();
+      sockets.delete(socket);
+      silent.delete(socket);
+      clearTimeout(sniffing);
+    });
     socket.on("error", () => undefined);
-    // A client that connects and sends too little to tell HTTP/1.1 from HTTP/2 is cut off like any slow client.
-    socket.setTimeout(limits.headersTimeoutMs, () => socket.destroy());
     let seen = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
+      silent.delete(socket);
       seen = Buffer.concat([seen, chunk]);
       const n = Math.min(seen.length, PREFACE.length);
       const isH2 = seen.subarray(0, n).equals(PREFACE.subarray(0, n));
       if (isH2 && seen.length < PREFACE.length) return;
       socket.off("data", onData);
-      socket.setTimeout(0);
+      clearTimeout(sniffing);
       if (isH2) {
         h2.emit("connection", replaying(socket, seen));
         return;
@@ -184,6 +267,9 @@ export async function listen({
   return {
     port: addr.port,
     host,
+    get openConnections() {
+      return counted.open;
+    },
     async close(graceMs = 10_000) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       h1.closeIdleConnections();
