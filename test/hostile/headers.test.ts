@@ -1,3 +1,4 @@
+import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sql } from "../../src/platform/db/sql.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
@@ -128,5 +129,25 @@ describe("every answer", () => {
       200, 401, 403, 404, 401, 200, 200, 200, 200, 200, 404, 405, 401, 200,
     ]);
     expect((await openPage(l.body.url)).status).toBe(200);
+  });
+
+  it("says nosniff even where Node's parser refused the request before any handler", async () => {
+    const { port } = new URL(t.partnerUrl);
+    for (const request of [
+      "NOT HTTP AT ALL\r\n\r\n",
+      `GET / HTTP/1.1\r\nx-big: ${"a".repeat(20_000)}\r\n\r\n`,
+    ]) {
+      const answer = await new Promise<string>((resolve, reject) => {
+        let text = "";
+        const socket = net.connect(Number(port), "127.0.0.1", () => socket.write(request));
+        socket.on("data", (d) => {
+          text += String(d);
+        });
+        socket.on("close", () => resolve(text));
+        socket.on("error", reject);
+      });
+      expect(answer).toMatch(/^HTTP\/1\.1 4\d\d /);
+      expect(answer.toLowerCase()).toContain("x-content-type-options: nosniff");
+    }
   });
 });

@@ -137,7 +137,11 @@ export async function listen({
           message: "The request took too long to arrive.",
           requestId: newId("req"),
         });
-        stream.respond({ ":status": 408, "content-type": "application/json; charset=utf-8" });
+        stream.respond({
+          ":status": 408,
+          "content-type": "application/json; charset=utf-8",
+          "x-content-type-options": "nosniff",
+        });
         stream.end(body);
       }
       stream.close(http2.constants.NGHTTP2_CANCEL);
@@ -169,7 +173,7 @@ export async function listen({
             : [400, "Bad Request", "invalid_request", "The request is not valid HTTP."];
       const body = JSON.stringify({ code, message, requestId: newId("req") });
       socket.end(
-        `HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+        `HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-type: application/json; charset=utf-8\r\nx-content-type-options: nosniff\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
       );
     } else socket.destroy();
     logger.debug("client error", { listener: name, err: err.message });
