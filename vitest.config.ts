@@ -1,20 +1,53 @@
 import { defineConfig } from "vitest/config";
 
+// Files whose assertions bound how long the service takes under a load they make themselves (a pool they
+// saturate, crashes and restarts, a burst of password hashes, 21,000 connections, delivery lateness): they run
+// one at a time, after the rest, so no other file's load is counted against them.
+const alone = [
+  "test/faults/**/*.test.ts",
+  "test/hostile/webhook-fairness.test.ts",
+  "test/hostile/portal.test.ts",
+  "test/hostile/portal-lockout.test.ts",
+  "test/hostile/idle-connections.test.ts",
+  "test/hostile/webhook-portal.test.ts",
+  "test/e2e/dedicated-capacity.test.ts",
+  "test/unit/wake-timer.test.ts",
+];
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
     globalSetup: ["test/support/global-setup.ts"],
     // Fails any test in which a network call starts inside a database transaction (platform/network-guard.ts).
     setupFiles: ["test/support/network-tripwire.ts"],
     pool: "forks",
     testTimeout: 30_000,
     hookTimeout: 60_000,
-    // Each file gets its own database cloned from a migrated template, so files run in parallel.
-    fileParallelism: true,
-    // Two files at a time whatever the machine: vitest's default (cores - 1) runs one at a time on the 2-core CI
-    // machines, where most files spend their time waiting on the service, a receiver or a clock; two at a time
-    // took the suite from about 10 to about 6 minutes there with every test passing.
-    maxWorkers: 2,
     reporters: ["default"],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: "suite",
+          include: ["test/**/*.test.ts"],
+          exclude: alone,
+          // Each file gets its own database cloned from a migrated template, so files run in parallel: two at a
+          // time whatever the machine (vitest's default, cores - 1, runs one at a time on 2-core machines, where
+          // most files spend their time waiting on the service, a receiver or a clock).
+          fileParallelism: true,
+          maxWorkers: 2,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: "alone",
+          include: alone,
+          fileParallelism: false,
+          maxWorkers: 1,
+          sequence: { groupOrder: 1 },
+        },
+      },
+    ],
   },
 });
