@@ -242,7 +242,7 @@ export function createMetrics() {
   );
   const connectionsEvicted = new Counter(
     "http_connections_evicted_total",
-    "Connections that had sent nothing, closed to admit a new one at their listener's cap, by listener.",
+    "Idle connections (no request in flight), closed to admit a new one at their listener's cap, by listener.",
   );
   const gauges: Gauge[] = [];
   const all: Metric[] = [

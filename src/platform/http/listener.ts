@@ -3,8 +3,10 @@ import http2 from "node:http2";
 import net from "node:net";
 import { Duplex } from "node:stream";
 import { newId } from "../ids.ts";
+import { addressKey } from "../ip.ts";
 import type { Logger } from "../logger.ts";
 import { type ConnectionCaps, type ConnectionRefusal, createConnectionLimits } from "./connection-limits.ts";
+import { createIdleConnections } from "./idle-connections.ts";
 
 /** A request handler that serves both HTTP/1.1 and HTTP/2 requests. */
 export type Handler = (
@@ -150,9 +152,13 @@ export async function listen({
     stream.once("close", () => clearTimeout(deadline));
   });
   const sockets = new Set<net.Socket>();
+  // The raw connection under each HTTP/2 session (the session reads a stream that replays its first bytes).
+  const rawOf = new WeakMap<http2.Http2Session, net.Socket>();
+  let handingOver: net.Socket | undefined;
   const sessions = new Set<http2.Http2Session>();
   h2.on("session", (s) => {
     sessions.add(s);
+    if (handingOver) rawOf.set(s, handingOver);
     // An HTTP/2 connection with no activity for the keep-alive time is closed.
     s.setTimeout(limits.keepAliveTimeoutMs, () => s.close());
     s.on("close", () => sessions.delete(s));
@@ -196,30 +202,35 @@ export async function listen({
     shedSince.address_limit = 0;
     shedSince.evicted = 0;
   };
-  // Connections that have not sent a byte yet, oldest first, with what uncounts each.
-  const silent = new Map<net.Socket, () => void>();
-  /**
-   * At the listener's cap, the oldest connection that has sent nothing yet is closed to admit a new one. A
-   * client with a request to send sends it within a round trip, so the oldest silent connection is almost
-   * always one held open for nothing, and a flood of them from many addresses cannot lock everyone else out.
-   */
-  const evictSilent = (): boolean => {
-    const oldest = silent.entries().next().value;
+  // Connections with no request in flight, oldest idle first (idle-connections.ts).
+  const idle = createIdleConnections();
+  /** At the listener's cap, an idle connection of the client holding the most is closed to admit a new one. */
+  const evictIdle = (): boolean => {
+    const oldest = idle.takeVictim();
     if (!oldest) return false;
-    const [socket, release] = oldest;
-    silent.delete(socket);
-    release();
-    reset(socket);
+    oldest.uncount();
+    reset(oldest.socket);
     shed("evicted");
     return true;
   };
+  h1.on("request", (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const socket = req.socket;
+    idle.start(socket);
+    res.once("close", () => idle.end(socket));
+  });
+  h2.on("stream", (stream) => {
+    const socket = rawOf.get(stream.session as http2.Http2Session);
+    if (!socket) return;
+    idle.start(socket);
+    stream.once("close", () => idle.end(socket));
+  });
 
   const server = net.createServer((socket) => {
     const address = socket.remoteAddress;
     // Gone before it could be looked at (reset by its client): nothing to count.
     if (address === undefined) return void socket.destroy();
     let release = counted.admit(address);
-    if (release === "listener_limit" && evictSilent()) release = counted.admit(address);
+    if (release === "listener_limit" && evictIdle()) release = counted.admit(address);
     if (typeof release === "string") {
       // Closed at once with a reset, before anything is read, parsed or timed: a refusal costs an accept and a
       // close, and leaves no TIME_WAIT behind on this side, however fast its client comes back.
@@ -229,7 +240,7 @@ export async function listen({
     }
     const uncount = release;
     sockets.add(socket);
-    silent.set(socket, uncount);
+    idle.add(socket, addressKey(address), uncount);
     // A client that connects and sends too little to tell HTTP/1.1 from HTTP/2 is cut off like any slow
     // client, at the headers time-out from its connection however it spaces its bytes (an idle timer would let
     // a preface trickled a byte at a time hold the socket for minutes).
@@ -238,13 +249,12 @@ export async function listen({
     socket.once("close", () => {
       uncount();
       sockets.delete(socket);
-      silent.delete(socket);
+      idle.forget(socket);
       clearTimeout(sniffing);
     });
     socket.on("error", () => undefined);
     let seen = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
-      silent.delete(socket);
       seen = Buffer.concat([seen, chunk]);
       const n = Math.min(seen.length, PREFACE.length);
       const isH2 = seen.subarray(0, n).equals(PREFACE.subarray(0, n));
@@ -252,7 +262,10 @@ export async function listen({
       socket.off("data", onData);
       clearTimeout(sniffing);
       if (isH2) {
+        // The server makes its session while "connection" is emitted, and says so with "session".
+        handingOver = socket;
         h2.emit("connection", replaying(socket, seen));
+        handingOver = undefined;
         return;
       }
       socket.pause();
