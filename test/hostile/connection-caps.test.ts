@@ -113,7 +113,10 @@ describe("a listener at its cap of connections", () => {
   });
 
   it("never cuts an HTTP/2 connection with a stream open; one with none gives way like any idle connection", async () => {
-    const busy = http2.connect(`http://127.0.0.1:${port}`, { localAddress: "127.0.0.5" });
+    const from = (localAddress: string) => ({
+      createConnection: () => net.connect({ host: "127.0.0.1", port, localAddress }),
+    });
+    const busy = http2.connect(`http://127.0.0.1:${port}`, from("127.0.0.5"));
     busy.on("error", () => undefined);
     // A Connect call whose body is still to come: its stream stays open.
     const stream = busy.request({
@@ -123,7 +126,7 @@ describe("a listener at its cap of connections", () => {
     });
     stream.on("error", () => undefined);
     stream.write("{");
-    const idleSession = http2.connect(`http://127.0.0.1:${port}`, { localAddress: "127.0.0.6" });
+    const idleSession = http2.connect(`http://127.0.0.1:${port}`, from("127.0.0.6"));
     idleSession.on("error", () => undefined);
     await new Promise((resolve) => idleSession.once("connect", resolve));
     const filler = await connect();
