@@ -12,7 +12,7 @@ const KEY_BYTES = 32;
 const maxmemFor = (logN: number, r: number) => 2 * 128 * 2 ** logN * r;
 /** Hashes at once per process: each holds 128 MiB and a libuv thread, so a flood of sign-ins queues here. */
 const MAX_RUNNING = 2;
-/** Hashes waiting; past this the service answers 503 rather than queue without bound. */
+/** Hashes waiting, per lane; past this the service answers 503 rather than queue without bound. */
 const MAX_WAITING = 64;
 /** The longest a hash waits for its turn. */
 const WAIT_MS = 10_000;
@@ -20,15 +20,23 @@ const WAIT_MS = 10_000;
 /** The shortest and longest passwords accepted (docs/portal.md). */
 export const PASSWORD_LENGTH = { min: 12, max: 128 } as const;
 
-let running = 0;
-const waiting: (() => void)[] = [];
+/**
+ * Who a hash is for: `first`, someone the service already has reason to trust (a browser the member has signed
+ * in on, the holder of an invitation), goes before `others`: strangers guessing at many accounts from many
+ * addresses can fill the hashing slots and their queue, but never make a member wait behind them.
+ */
+export type HashLane = "first" | "others";
 
-async function turn(): Promise<void> {
+let running = 0;
+const waiting: Record<HashLane, (() => void)[]> = { first: [], others: [] };
+
+async function turn(lane: HashLane): Promise<void> {
   if (running < MAX_RUNNING) {
     running++;
     return;
   }
-  if (waiting.length >= MAX_WAITING) throw new ApiError("unavailable", undefined, { retryAfterSeconds: 1 });
+  const queue = waiting[lane];
+  if (queue.length >= MAX_WAITING) throw new ApiError("unavailable", undefined, { retryAfterSeconds: 1 });
   await new Promise<void>((resolve, reject) => {
     const go = () => {
       clearTimeout(timer);
@@ -36,20 +44,26 @@ async function turn(): Promise<void> {
       resolve();
     };
     const timer = setTimeout(() => {
-      waiting.splice(waiting.indexOf(go), 1);
+      queue.splice(queue.indexOf(go), 1);
       reject(new ApiError("unavailable", undefined, { retryAfterSeconds: 1 }));
     }, WAIT_MS);
-    waiting.push(go);
+    queue.push(go);
   });
 }
 
 function done(): void {
   running--;
-  waiting.shift()?.();
+  (waiting.first.shift() ?? waiting.others.shift())?.();
 }
 
-async function derive(password: string, salt: Buffer, logN: number, r: number, p: number): Promise<Buffer> {
-  await turn();
+async function derive(
+  password: string,
+  salt: Buffer,
+  params: { logN: number; r: number; p: number },
+  lane: HashLane,
+): Promise<Buffer> {
+  const { logN, r, p } = params;
+  await turn(lane);
   try {
     return await new Promise<Buffer>((resolve, reject) =>
       scrypt(
@@ -75,9 +89,9 @@ export function checkPassword(password: string): void {
 }
 
 /** `scrypt$<log2 N>$<r>$<p>$<salt>$<hash>`, base64url, with a fresh salt. */
-export async function hashPassword(password: string): Promise<string> {
+export async function hashPassword(password: string, lane: HashLane = "others"): Promise<string> {
   const salt = randomBytes(SALT_BYTES);
-  const key = await derive(password, salt, PARAMS.logN, PARAMS.r, PARAMS.p);
+  const key = await derive(password, salt, PARAMS, lane);
   return [
     "scrypt",
     PARAMS.logN,
@@ -89,11 +103,16 @@ export async function hashPassword(password: string): Promise<string> {
 }
 
 /** True when `password` matches `encoded` (compared in constant time, with the parameters stored in it). */
-export async function verifyPassword(password: string, encoded: string): Promise<boolean> {
+export async function verifyPassword(
+  password: string,
+  encoded: string,
+  lane: HashLane = "others",
+): Promise<boolean> {
   const [scheme, logN, r, p, salt, hash] = encoded.split("$");
   if (scheme !== "scrypt" || !salt || !hash) return false;
   const expected = Buffer.from(hash, "base64url");
-  const key = await derive(password, Buffer.from(salt, "base64url"), Number(logN), Number(r), Number(p));
+  const params = { logN: Number(logN), r: Number(r), p: Number(p) };
+  const key = await derive(password, Buffer.from(salt, "base64url"), params, lane);
   return key.length === expected.length && timingSafeEqual(key, expected);
 }
 

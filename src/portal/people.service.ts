@@ -126,7 +126,8 @@ export function createPeopleService(o: PeopleServiceOptions) {
       // The token first (one indexed read): an unknown, used or expired one never costs a password hash, so
       // guessed tokens cannot keep the hashing busy for people signing in.
       await openInvite(em, token);
-      const hash = await hashPassword(password);
+      // The holder of a live invitation is no stranger: joining does not wait behind guesses at sign-in.
+      const hash = await hashPassword(password, "first");
       const secret = newTotpSecret();
       // The slow hash runs before the transaction: no connection is held while it works.
       const invite = await em.transactional(async (tx) => {

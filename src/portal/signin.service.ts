@@ -97,7 +97,7 @@ export function createSigninService(o: SigninServiceOptions) {
 
       // The same work whether or not the email is a member's.
       const passwordOk = found
-        ? await verifyPassword(password.slice(0, 1024), found.passwordHash)
+        ? await verifyPassword(password.slice(0, 1024), found.passwordHash, known ? "first" : "others")
         : await verifyDummy(password.slice(0, 1024));
       const outcome =
         found && passwordOk

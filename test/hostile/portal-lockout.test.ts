@@ -180,6 +180,32 @@ describe("an outsider guessing a member's password", () => {
   });
 });
 
+describe("strangers filling the password hashing", () => {
+  it("never make a member on their own browser wait behind them", async () => {
+    const victim = await member(t, clock, p.partnerId, "admin");
+    nextStep();
+    const device = (await signIn(t, right(victim))).device ?? "";
+    // Sixteen guesses at sixteen emails nobody has, each from an address of its own: each within every budget,
+    // each a password hash (two run at once, the rest wait their turn).
+    let answered = 0;
+    const flood = Array.from({ length: 16 }, (_, i) =>
+      signIn(t, wrong(`nobody-${i}-${randomBytes(3).toString("hex")}@example.com`)).then((a) => {
+        answered += 1;
+        return a;
+      }),
+    );
+    // The hashing is busy and its queue full of strangers when the member signs in on their own browser.
+    await Promise.race(flood);
+    nextStep();
+    const own = await signIn(t, right(victim), { cookie: device });
+    const answeredBefore = answered;
+    expect(own.status).toBe(200);
+    // The member went before the strangers still waiting: most of them were answered after.
+    expect(answeredBefore, "strangers answered before the member").toBeLessThanOrEqual(8);
+    expect((await Promise.all(flood)).map((a) => a.status)).toEqual(flood.map(() => 401));
+  });
+});
+
 describe("a device cookie", () => {
   it("gets past the account's budget only for the member it was issued to", async () => {
     const victim = await member(t, clock, p.partnerId, "developer");
