@@ -131,6 +131,13 @@ function withRequestId(
     res.setHeader("x-content-type-options", "nosniff");
     (res as Timed)[STARTED] = performance.now();
     res.on("finish", finished); // fires once; `on` avoids the wrapper `once` allocates
+    // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal had no body, request id or nosniff.
+    if (req.httpVersion === "1.1" && req.headers.host === undefined)
+      return writeRestError(
+        res,
+        new ApiError("invalid_request", "An HTTP/1.1 request must carry a Host header."),
+        id,
+      );
     // HTTP/2 takes any `:method`: one no route serves is refused before any handler (and counted as `other`).
     if (!HTTP_METHODS.has(req.method ?? "")) {
       res.setHeader("allow", [...HTTP_METHODS].join(", "));

@@ -131,23 +131,39 @@ describe("every answer", () => {
     expect((await openPage(l.body.url)).status).toBe(200);
   });
 
-  it("says nosniff even where Node's parser refused the request before any handler", async () => {
-    const { port } = new URL(t.partnerUrl);
-    for (const request of [
-      "NOT HTTP AT ALL\r\n\r\n",
-      `GET / HTTP/1.1\r\nx-big: ${"a".repeat(20_000)}\r\n\r\n`,
-    ]) {
-      const answer = await new Promise<string>((resolve, reject) => {
+  it("says nosniff and names its request, even where Node refused the request before any handler", async () => {
+    const raw = (url: string, request: string) =>
+      new Promise<string>((resolve, reject) => {
         let text = "";
-        const socket = net.connect(Number(port), "127.0.0.1", () => socket.write(request));
+        const socket = net.connect(Number(new URL(url).port), "127.0.0.1", () => socket.write(request));
         socket.on("data", (d) => {
           text += String(d);
+          // One answer is enough (a keep-alive connection stays open after it).
+          if (/\r\n\r\n/.test(text) && /content-length: (\d+)/i.test(text)) {
+            const length = Number(/content-length: (\d+)/i.exec(text)?.[1]);
+            if (Buffer.byteLength(text.slice(text.indexOf("\r\n\r\n") + 4)) >= length) socket.destroy();
+          }
         });
         socket.on("close", () => resolve(text));
         socket.on("error", reject);
       });
-      expect(answer).toMatch(/^HTTP\/1\.1 4\d\d /);
-      expect(answer.toLowerCase()).toContain("x-content-type-options: nosniff");
+    const cases: [string, string, number][] = [
+      [t.partnerUrl, "NOT HTTP AT ALL\r\n\r\n", 400],
+      [t.partnerUrl, `GET / HTTP/1.1\r\nx-big: ${"a".repeat(20_000)}\r\n\r\n`, 431],
+      [t.partnerUrl, "GET /healthz HTTP/1.1\r\n\r\n", 400],
+      [t.partnerUrl, "GET /healthz HTTP/1.1\r\nhost: x\r\nexpect: weird\r\n\r\n", 417],
+      [t.internalUrl, "GET /healthz HTTP/1.1\r\n\r\n", 400],
+      [t.internalUrl, "GET /healthz HTTP/1.1\r\nhost: x\r\nexpect: weird\r\n\r\n", 417],
+    ];
+    for (const [url, request, status] of cases) {
+      const answer = await raw(url, request);
+      const what = `${request.slice(0, 40)} → ${answer.slice(0, 300)}`;
+      expect(answer, what).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+      expect(answer.toLowerCase(), what).toContain("x-content-type-options: nosniff");
+      expect(answer.toLowerCase(), what).toMatch(/x-request-id: req_[0-9a-z]{26}/);
+      const body = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4));
+      expect(body.code, what).toMatch(/^[a-z_]+$/);
+      expect(body.requestId, what).toMatch(/^req_/);
     }
   });
 });

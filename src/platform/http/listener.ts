@@ -2,11 +2,11 @@ import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import { Duplex } from "node:stream";
-import { newId } from "../ids.ts";
 import { addressKey } from "../ip.ts";
 import type { Logger } from "../logger.ts";
 import { type ConnectionCaps, type ConnectionRefusal, createConnectionLimits } from "./connection-limits.ts";
 import { createIdleConnections } from "./idle-connections.ts";
+import { expectationFailed, listenerError, rawHttp1Error } from "./raw-errors.ts";
 
 /** A request handler that serves both HTTP/1.1 and HTTP/2 requests. */
 export type Handler = (
@@ -120,9 +120,12 @@ export async function listen({
       // hold a socket for up to 30 s more).
       connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs),
       maxHeaderSize: 16 * 1024,
+      // A request without Host reaches the service's handler, which answers it in the contract's shape.
+      requireHostHeader: false,
     },
     handler,
   );
+  h1.on("checkExpectation", expectationFailed);
   // h1 never listens itself (connections arrive from the sniffer below), but its connection tracking, which
   // enforces headersTimeout/requestTimeout against slow clients and lets idle keep-alive sockets be closed
   // on shutdown, starts on "listening".
@@ -134,16 +137,8 @@ export async function listen({
     const deadline = setTimeout(() => {
       if (stream.readableEnded || stream.destroyed) return;
       if (!stream.headersSent) {
-        const body = JSON.stringify({
-          code: "request_timeout",
-          message: "The request took too long to arrive.",
-          requestId: newId("req"),
-        });
-        stream.respond({
-          ":status": 408,
-          "content-type": "application/json; charset=utf-8",
-          "x-content-type-options": "nosniff",
-        });
+        const { headers, body } = listenerError("request_timeout", "The request took too long to arrive.");
+        stream.respond({ ":status": 408, ...headers });
         stream.end(body);
       }
       stream.close(http2.constants.NGHTTP2_CANCEL);
@@ -177,10 +172,7 @@ export async function listen({
           : err.code === "ERR_HTTP_REQUEST_TIMEOUT"
             ? [408, "Request Timeout", "request_timeout", "The request took too long to arrive."]
             : [400, "Bad Request", "invalid_request", "The request is not valid HTTP."];
-      const body = JSON.stringify({ code, message, requestId: newId("req") });
-      socket.end(
-        `HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-type: application/json; charset=utf-8\r\nx-content-type-options: nosniff\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-      );
+      socket.end(rawHttp1Error(status, reason, code, message));
     } else socket.destroy();
     logger.debug("client error", { listener: name, err: err.message });
   });
