@@ -43,6 +43,8 @@ export async function registerDisbursementJobs(
     lapsed: await mandates.expireDue(em),
   }));
   await jobs.schedule("disbursements.sweep", "* * * * *", {});
-  // A worker starting up (perhaps after a crash) finishes what was left half-done without waiting a minute.
+  // A worker starting up (perhaps after a crash) finishes what was left half-done, and debits what fell due
+  // while no worker ran, without waiting a minute.
   await jobs.sendNow("disbursements.sweep", {});
+  await jobs.sendNow("repayments.sweep", {});
 }

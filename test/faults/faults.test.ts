@@ -299,6 +299,9 @@ describe("two api and two worker processes under load, through crashes and a dat
       );
       expect(booked.rowCount).toBe(paid);
 
+      // The supervisor brings back the worker killed earlier: a worker's start debits what has fallen due (its
+      // clock is two days ahead) without waiting for the minute's sweep.
+      await start("worker");
       // Every repayment debited once: one charge per installment at the provider, booked once.
       await eventually(
         async () => {
