@@ -202,7 +202,8 @@ describe("strangers filling the password hashing", () => {
     expect(own.status).toBe(200);
     // The member went before the strangers still waiting: most of them were answered after.
     expect(answeredBefore, "strangers answered before the member").toBeLessThanOrEqual(8);
-    expect((await Promise.all(flood)).map((a) => a.status)).toEqual(flood.map(() => 401));
+    // The strangers are refused as strangers (or, on a machine too busy to hash them all in time, told to retry).
+    for (const a of await Promise.all(flood)) expect([401, 503]).toContain(a.status);
   });
 });
 
