@@ -29,9 +29,10 @@ export default defineConfig({
           name: "suite",
           include: ["test/**/*.test.ts"],
           exclude: alone,
-          // Each file gets its own database cloned from a migrated template, so files run in parallel: two at a
+          // Each file gets its own database cloned from a migrated template, so files run in parallel: three at a
           // time whatever the machine (vitest's default, cores - 1, runs one at a time on 2-core machines, where
-          // most files spend their time waiting on the service, a receiver or a clock).
+          // most files spend their time waiting on the service, a receiver or a clock). A test here must not
+          // depend on how fast the machine is: it waits on events, never on a deadline it did not set.
           fileParallelism: true,
           maxWorkers: 3,
           sequence: { groupOrder: 0 },
