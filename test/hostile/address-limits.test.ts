@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADDRESS_LIMITS } from "../../src/ratelimit/address-guard.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { eventually } from "../support/wait.ts";
+import { eventually, settleChangeFeed } from "../support/wait.ts";
 
 // Traffic no API key can limit: guessed keys and the hosted pages, from one client address.
 let t: TestApp;
@@ -40,7 +40,11 @@ describe("limits per client address", () => {
 
   it("never lock out a key this instance knows, however many guesses share its address", async () => {
     const q = await createPartner(t);
+    // The fixture's own key issues echo back through the change feed; one landing mid-lookup would (rightly)
+    // keep the lookup from being remembered, and the key would not yet be one this instance knows.
+    await settleChangeFeed(t.app);
     expect((await get("/partner/v1/keys", q.sandboxKey)).status).toBe(200);
+    expect(t.app.services.apiKeys.knows(`Bearer ${q.sandboxKey}`)).toBe(true);
     const guesses = await Promise.all(
       Array.from({ length: ADDRESS_LIMITS.failures.capacity + 50 }, async (_, i) => {
         const res = await get("/partner/v1/keys", `sk_live_${String(i).padStart(31, "0")}x`);
