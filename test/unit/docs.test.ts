@@ -3,7 +3,11 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 
 const root = path.resolve(import.meta.dirname, "../..");
-const pages = ["README.md", ...readdirSync(path.join(root, "docs")).map((f) => `docs/${f}`)];
+const pages = [
+  "README.md",
+  "test/README.md",
+  ...readdirSync(path.join(root, "docs")).map((f) => `docs/${f}`),
+];
 
 describe("the documentation", () => {
   it("has a page per concept, each linked from the docs index", () => {
