@@ -1,12 +1,32 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { createApp } from "./app.ts";
-import { ConfigError, dataFiles, loadConfig } from "./config.ts";
+import { type Config, ConfigError, dataFiles, loadConfig } from "./config.ts";
 import { MasterKeyMismatchError } from "./platform/crypto/data-keys.ts";
 import { busyPort } from "./platform/http/port-check.ts";
 import { requestScope } from "./platform/http/request-scope.ts";
-import { createLogger } from "./platform/logger.ts";
+import { createLogger, type Logger } from "./platform/logger.ts";
 import { resolveRuntime } from "./runtime.ts";
+
+/** Says whether sandbox webhooks may go to http and loopback destinations, and what decided it. */
+function logLocalWebhooks(config: Readonly<Config>, logger: Logger): void {
+  const because = process.env.ALLOW_LOCAL_WEBHOOKS
+    ? "ALLOW_LOCAL_WEBHOOKS"
+    : config.databaseUrl
+      ? "the default with DATABASE_URL"
+      : "the default on the embedded PostgreSQL";
+  if (config.allowLocalWebhooks) {
+    logger.info(
+      "sandbox webhooks may go to http and loopback destinations (never this service's own ports); production ones to https on public addresses only",
+      { allowLocalWebhooks: true, because },
+    );
+  } else {
+    logger.info(
+      "webhooks go to https on public addresses only (ALLOW_LOCAL_WEBHOOKS=true lets sandbox ones use http and loopback)",
+      { allowLocalWebhooks: false, because },
+    );
+  }
+}
 
 /** Composition root: configuration → database → app → signals. */
 async function main(): Promise<void> {
@@ -36,6 +56,7 @@ async function main(): Promise<void> {
     level: config.logLevel,
     bindings: { service: "partner-api", role: config.role },
   });
+  logLocalWebhooks(config, logger);
   const runtime = await resolveRuntime(config, logger);
   // Fault tests only: this process's clock runs ahead (a worker that has reached a repayment's due date).
   const offsetMs = Number(process.env.TEST_CLOCK_OFFSET_MS ?? 0);

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
+import { quickstartBlocks } from "../support/quickstart.ts";
 
 // The README's quickstart, exactly as written: its code blocks, in order, run by plain Node as a partner
 // would run them, importing only the SDK package.
@@ -21,10 +22,7 @@ beforeAll(async () => {
 afterAll(() => t?.stop());
 
 async function quickstartSource(): Promise<string> {
-  const readme = await fs.readFile(path.join(root, "README.md"), "utf8");
-  const section = /<!-- quickstart:start -->([\s\S]*?)<!-- quickstart:end -->/.exec(readme)?.[1];
-  if (!section) throw new Error("README.md has no quickstart section");
-  const blocks = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+  const blocks = await quickstartBlocks();
   expect(blocks.length).toBeGreaterThanOrEqual(5);
   return blocks.join("\n");
 }

@@ -5,11 +5,13 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { root, type ServiceProcess, startServiceProcess } from "../support/process.ts";
+import { root, runCli, type ServiceProcess, startServiceProcess } from "../support/process.ts";
+import { runQuickstart } from "../support/quickstart.ts";
 
 // The README's five-minute walk-through, as a newcomer runs it: its shell block through bash, against `npm start`
 // on a fresh data directory, twice in a row. Both runs print what the README says, and a failing line stops the
-// script rather than carrying an empty key on.
+// script rather than carrying an empty key on. Then the quickstart, on the same service: a plain `npm start`
+// serves both, with no restart and no variable to set.
 
 let dataDir: string;
 let service: ServiceProcess;
@@ -23,6 +25,7 @@ beforeAll(async () => {
     DATABASE_URL: "",
     MASTER_KEY: "",
     INTERNAL_TOKEN: "",
+    ALLOW_LOCAL_WEBHOOKS: "",
   });
 }, 120_000);
 afterAll(async () => {
@@ -71,6 +74,27 @@ describe("the README walk-through", () => {
     }
     expect(partners.size).toBe(2);
   }, 240_000);
+
+  it("is followed by the quickstart on the same service, whose sandbox webhooks reach a receiver on loopback", async () => {
+    const cli = async (...args: string[]) => {
+      const out = await runCli([...args, "--json"], {
+        DATA_DIR: dataDir,
+        INTERNAL_URL: "",
+        INTERNAL_TOKEN: "",
+      });
+      expect(out.code, out.stderr).toBe(0);
+      return JSON.parse(out.stdout) as { id: string; key: string };
+    };
+    const partner = await cli("partner", "create", "--name", "Quickstart Lending", "--fee-bps", "150");
+    const { key } = await cli("key", "issue", "--partner", partner.id, "--env", "sandbox");
+    const lines = await runQuickstart(service.partnerUrl ?? "", key);
+    expect(lines.map((l) => l.slice(0, 2))).toEqual(["1.", "2.", "3.", "4.", "5.", "6.", "7."]);
+    expect(lines[6]).toMatch(/^7\. webhook subscription removed whk_/);
+    expect(service.logs.find((l) => l.allowLocalWebhooks !== undefined)).toMatchObject({
+      allowLocalWebhooks: true,
+      because: "the default on the embedded PostgreSQL",
+    });
+  }, 120_000);
 
   it("stops at the first failing line instead of carrying on with an empty key", async () => {
     const { shell } = await walkthrough();
