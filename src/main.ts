@@ -6,6 +6,7 @@ import { MasterKeyMismatchError } from "./platform/crypto/data-keys.ts";
 import { busyPort } from "./platform/http/port-check.ts";
 import { requestScope } from "./platform/http/request-scope.ts";
 import { createLogger, type Logger } from "./platform/logger.ts";
+import { registerService } from "./running-services.ts";
 import { resolveRuntime } from "./runtime.ts";
 
 /** Says whether sandbox webhooks may go to http and loopback destinations, and what decided it. */
@@ -76,8 +77,10 @@ async function main(): Promise<void> {
   // the moment the listeners open meets the policy, never Node's default (which would leave the embedded
   // PostgreSQL running behind a dead process).
   let app: Awaited<ReturnType<typeof createApp>> | undefined;
-  // Lets `npm run cli` find the internal API of a service started with `npm start`.
+  // Lets `npm run cli` find the internal API of a service started with `npm start`: in DATA_DIR, and through the
+  // registry of running services whatever DATA_DIR the CLI is run with.
   const serviceFile = path.join(config.dataDir, dataFiles.service);
+  let unregister: (() => Promise<void>) | undefined;
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
@@ -91,6 +94,7 @@ async function main(): Promise<void> {
     try {
       await app?.stop();
       if (!config.databaseUrl) await fs.rm(serviceFile, { force: true });
+      await unregister?.();
       await runtime.embedded?.stop();
       logger.info("stopped");
       process.exit(process.exitCode ?? 0);
@@ -126,14 +130,24 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  logger.info("started", { partner: app.partnerUrl, internal: app.internalUrl });
-
   if (!config.databaseUrl && app.internalUrl) {
     await fs.writeFile(
       serviceFile,
       JSON.stringify({ partnerUrl: app.partnerUrl, internalUrl: app.internalUrl, pid: process.pid }),
     );
+    unregister = await registerService({
+      pid: process.pid,
+      dataDir: config.dataDir,
+      partnerUrl: app.partnerUrl,
+      internalUrl: app.internalUrl,
+      startedAt: new Date().toISOString(),
+    }).catch((err: unknown) => {
+      logger.warn("not listed among running services: run the CLI with this DATA_DIR", { err });
+      return undefined;
+    });
   }
+  // Once the CLI can find it: whoever waits for this line may use it at once.
+  logger.info("started", { partner: app.partnerUrl, internal: app.internalUrl });
 }
 
 main().catch((err: unknown) => {
