@@ -31,6 +31,10 @@ function logLocalWebhooks(config: Readonly<Config>, logger: Logger): void {
 
 /** Composition root: configuration → database → app → signals. */
 async function main(): Promise<void> {
+  // Whatever reads the log may be gone before the service is (`npm start | tee service.log`: Ctrl-C stops tee
+  // too). Lines written then are lost, not failures: unheard, each EPIPE was an uncaught exception whose own
+  // log line failed again, a loop that kept the service from ever finishing its stop.
+  for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
   let config: ReturnType<typeof loadConfig>;
   try {
     config = loadConfig();

@@ -108,11 +108,15 @@ function bindable(port: number): Promise<boolean> {
   });
 }
 
-/** `npm start` in its own process group (as a terminal's foreground job is), serving on fresh ports. */
-async function npmStart(): Promise<Run> {
+/**
+ * `npm start` in its own process group (as a terminal's foreground job is), serving on fresh ports; `piped`,
+ * as `npm start | cat` (a terminal's `npm start | tee service.log`).
+ */
+async function npmStart({ piped = false } = {}): Promise<Run> {
   const port = await freePort();
   const internalPort = await freePort();
-  const npm = spawn("npm", ["start"], {
+  const [file, args] = piped ? ["sh", ["-c", "npm start 2>&1 | cat"]] : ["npm", ["start"]];
+  const npm = spawn(file, args, {
     cwd: root,
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
@@ -165,14 +169,16 @@ function serviceNode(r: Run): number {
   return pid;
 }
 
-async function expectCleanStop(r: Run): Promise<void> {
+/** `outputLost`: whatever read its output was stopped with it, so the end of its log is nowhere to be read. */
+async function expectCleanStop(r: Run, { outputLost = false } = {}): Promise<void> {
   const code = await Promise.race([
     r.exited,
     new Promise<string>((resolve) => setTimeout(() => resolve("still running after 45 s"), 45_000)),
   ]);
   // Its output ends when the last process holding it (npm, the service) is gone; an orphan keeps it open.
   await Promise.race([r.closed, new Promise((resolve) => setTimeout(resolve, 10_000))]);
-  expect.soft(code, r.stderr()).toBe(0);
+  if (outputLost) expect.soft(code, r.stderr()).not.toBe("still running after 45 s");
+  else expect.soft(code, r.stderr()).toBe(0);
   // Nothing of the tree outlives it: not the service, not its PostgreSQL.
   const running = () =>
     [...r.tree]
@@ -187,6 +193,7 @@ async function expectCleanStop(r: Run): Promise<void> {
   // The ports are free for the next start.
   expect.soft(await bindable(r.port), "PORT is free").toBe(true);
   expect.soft(await bindable(r.internalPort), "INTERNAL_PORT is free").toBe(true);
+  if (outputLost) return;
   // A clean stop, logged as one.
   const entries = r.lines.flatMap((line) => {
     try {
@@ -218,5 +225,16 @@ describe("npm start stops cleanly", () => {
     const r = await npmStart();
     process.kill(-(r.npm.pid ?? 0), "SIGINT");
     await expectCleanStop(r);
+  }, 150_000);
+
+  it("on Ctrl-C with its output piped (`npm start | tee service.log`), which stops the reader too", async () => {
+    const r = await npmStart({ piped: true });
+    // The reader (tee, here cat) is the quickest to die: the service writes its stop lines to a closed pipe.
+    const reader = [...r.tree.keys()].find((pid) => command(pid) === "cat");
+    if (!reader) throw new Error("no reader in the pipeline");
+    signal(reader, "SIGINT");
+    await eventually(() => startTime(reader) === undefined, { what: "the reader to be gone" });
+    process.kill(-(r.npm.pid ?? 0), "SIGINT");
+    await expectCleanStop(r, { outputLost: true });
   }, 150_000);
 });
