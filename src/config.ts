@@ -45,7 +45,11 @@ export interface Config {
   role: Role;
   /** Minimum log level. */
   logLevel: LogLevel;
-  /** Allow http and loopback webhook destinations (local development only). */
+  /**
+   * ALLOW_LOCAL_WEBHOOKS: http and loopback destinations for sandbox subscriptions (local development), never
+   * the service's own ports. Unset, on with the embedded PostgreSQL (a laptop, where the quickstart receives on
+   * loopback) and off with DATABASE_URL (a deployment).
+   */
   allowLocalWebhooks: boolean;
   /**
    * CORS_ALLOWED_ORIGINS: web origins (`https://app.example.com`) whose browser code may call the API (REST,
@@ -455,8 +459,9 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     publicUrl: publicUrl?.replace(/\/+$/, ""),
     role: oneOf(env, "ROLE", ["all", "api", "worker"] as const, "all"),
     logLevel: oneOf(env, "LOG_LEVEL", ["debug", "info", "warn", "error", "silent"] as const, "info"),
-    // Never implied (not even by the embedded default): local development, the tests and the benchmarks set it.
-    allowLocalWebhooks: bool(env, "ALLOW_LOCAL_WEBHOOKS", false),
+    // The embedded default is a developer's machine; a DATABASE_URL is a deployment, where it is set on purpose
+    // or not at all. Production subscriptions never get it either way (webhooks/destination.ts).
+    allowLocalWebhooks: bool(env, "ALLOW_LOCAL_WEBHOOKS", !databaseUrl),
     corsOrigins: origins(env, "CORS_ALLOWED_ORIGINS"),
     rateLimits: {
       read: bucket(env, "RATE_LIMIT_READ", defaultRateLimits.read),

@@ -1,15 +1,40 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { createApp } from "./app.ts";
-import { ConfigError, dataFiles, loadConfig } from "./config.ts";
+import { type Config, ConfigError, dataFiles, loadConfig } from "./config.ts";
 import { MasterKeyMismatchError } from "./platform/crypto/data-keys.ts";
 import { busyPort } from "./platform/http/port-check.ts";
 import { requestScope } from "./platform/http/request-scope.ts";
-import { createLogger } from "./platform/logger.ts";
+import { createLogger, type Logger } from "./platform/logger.ts";
+import { registerService } from "./running-services.ts";
 import { resolveRuntime } from "./runtime.ts";
+
+/** Says whether sandbox webhooks may go to http and loopback destinations, and what decided it. */
+function logLocalWebhooks(config: Readonly<Config>, logger: Logger): void {
+  const because = process.env.ALLOW_LOCAL_WEBHOOKS
+    ? "ALLOW_LOCAL_WEBHOOKS"
+    : config.databaseUrl
+      ? "the default with DATABASE_URL"
+      : "the default on the embedded PostgreSQL";
+  if (config.allowLocalWebhooks) {
+    logger.info(
+      "sandbox webhooks may go to http and loopback destinations (never this service's own ports); production ones to https on public addresses only",
+      { allowLocalWebhooks: true, because },
+    );
+  } else {
+    logger.info(
+      "webhooks go to https on public addresses only (ALLOW_LOCAL_WEBHOOKS=true lets sandbox ones use http and loopback)",
+      { allowLocalWebhooks: false, because },
+    );
+  }
+}
 
 /** Composition root: configuration → database → app → signals. */
 async function main(): Promise<void> {
+  // Whatever reads the log may be gone before the service is (`npm start | tee service.log`: Ctrl-C stops tee
+  // too). Lines written then are lost, not failures: unheard, each EPIPE was an uncaught exception whose own
+  // log line failed again, a loop that kept the service from ever finishing its stop.
+  for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
   let config: ReturnType<typeof loadConfig>;
   try {
     config = loadConfig();
@@ -36,6 +61,7 @@ async function main(): Promise<void> {
     level: config.logLevel,
     bindings: { service: "partner-api", role: config.role },
   });
+  logLocalWebhooks(config, logger);
   const runtime = await resolveRuntime(config, logger);
   // Fault tests only: this process's clock runs ahead (a worker that has reached a repayment's due date).
   const offsetMs = Number(process.env.TEST_CLOCK_OFFSET_MS ?? 0);
@@ -55,8 +81,10 @@ async function main(): Promise<void> {
   // the moment the listeners open meets the policy, never Node's default (which would leave the embedded
   // PostgreSQL running behind a dead process).
   let app: Awaited<ReturnType<typeof createApp>> | undefined;
-  // Lets `npm run cli` find the internal API of a service started with `npm start`.
+  // Lets `npm run cli` find the internal API of a service started with `npm start`: in DATA_DIR, and through the
+  // registry of running services whatever DATA_DIR the CLI is run with.
   const serviceFile = path.join(config.dataDir, dataFiles.service);
+  let unregister: (() => Promise<void>) | undefined;
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
@@ -70,6 +98,7 @@ async function main(): Promise<void> {
     try {
       await app?.stop();
       if (!config.databaseUrl) await fs.rm(serviceFile, { force: true });
+      await unregister?.();
       await runtime.embedded?.stop();
       logger.info("stopped");
       process.exit(process.exitCode ?? 0);
@@ -105,14 +134,24 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  logger.info("started", { partner: app.partnerUrl, internal: app.internalUrl });
-
   if (!config.databaseUrl && app.internalUrl) {
     await fs.writeFile(
       serviceFile,
       JSON.stringify({ partnerUrl: app.partnerUrl, internalUrl: app.internalUrl, pid: process.pid }),
     );
+    unregister = await registerService({
+      pid: process.pid,
+      dataDir: config.dataDir,
+      partnerUrl: app.partnerUrl,
+      internalUrl: app.internalUrl,
+      startedAt: new Date().toISOString(),
+    }).catch((err: unknown) => {
+      logger.warn("not listed among running services: run the CLI with this DATA_DIR", { err });
+      return undefined;
+    });
   }
+  // Once the CLI can find it: whoever waits for this line may use it at once.
+  logger.info("started", { partner: app.partnerUrl, internal: app.internalUrl });
 }
 
 main().catch((err: unknown) => {

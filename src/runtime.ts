@@ -65,7 +65,13 @@ export async function resolveRuntime(config: Readonly<Config>, logger: Logger): 
       "internal API token",
       logger,
     ));
-  const embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, database: "partner_api", logger });
+  // In a session of its own: a terminal's Ctrl-C reaches the service alone, which drains, then stops it.
+  const embedded = await startEmbeddedPostgres({
+    dataDir: config.dataDir,
+    database: "partner_api",
+    logger,
+    ownSession: true,
+  });
   return {
     databaseUrl: embedded.url,
     masterKey,

@@ -18,8 +18,9 @@ export type Resolver = (hostname: string) => Promise<ResolvedAddress[]>;
 /** Where webhooks may go. */
 export interface DestinationPolicy {
   /**
-   * Local development (`ALLOW_LOCAL_WEBHOOKS`, off unless set): http and loopback destinations allowed for
-   * sandbox subscriptions only, and never a port this process listens on.
+   * Local development (`ALLOW_LOCAL_WEBHOOKS`; unset, on with the embedded PostgreSQL and off with
+   * `DATABASE_URL`): http and loopback destinations allowed for sandbox subscriptions only, and never a port
+   * this process listens on.
    */
   allowLocal: boolean;
   /**

@@ -71,12 +71,13 @@ export async function startServiceProcess(
   return service;
 }
 
-/** Runs the command-line tool and returns its exit code and output. */
+/** Runs the command-line tool (in `cwd`, the repository unless said) and returns its exit code and output. */
 export function runCli(
   args: string[],
   env: Record<string, string>,
+  cwd = root,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  return runScript("src/cli/main.ts", args, env);
+  return runScript("src/cli/main.ts", args, env, cwd);
 }
 
 /** Runs one of the repository's scripts (`src/cli/rekey.ts`, …) and returns its exit code and output. */
@@ -84,9 +85,10 @@ export async function runScript(
   script: string,
   args: string[],
   env: Record<string, string>,
+  cwd = root,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [script, ...args], {
-    cwd: root,
+  const child = spawn(process.execPath, [path.join(root, script), ...args], {
+    cwd,
     env: { ...process.env, ...env },
   });
   let stdout = "";

