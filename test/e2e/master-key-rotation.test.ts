@@ -197,7 +197,7 @@ describe("rotating the master key", () => {
     expect(JSON.parse(after.stdout).remaining).toBe(0);
     // A second run finds nothing to do.
     expect(JSON.parse((await rekey([], newKey, [])).stdout)).toMatchObject({ resealed: 0, remaining: 0 });
-  });
+  }, 120_000); // four runs of db:rekey, each a Node process of its own
 
   it("works on the new key alone once re-sealed", async () => {
     await start(newKey);

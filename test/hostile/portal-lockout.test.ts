@@ -143,13 +143,14 @@ describe("an outsider guessing a member's password", () => {
     // Ten addresses, each guessing two emails nobody has, one on each instance: each address's one failure is
     // weighed where it lands, and its second, on the other instance, is refused.
     const addresses = Array.from({ length: 10 }, (_, i) => `127.0.100.${i + 1}`);
-    const seen = await Promise.all(
-      addresses.map(async (from, i) => {
-        const one = await signIn(t, wrong(`nobody-${i}-a@example.com`), { from });
-        const two = await signIn(u, wrong(`nobody-${i}-b@example.com`), { from });
-        return [one, two];
-      }),
-    );
+    // One address after another: ten hashes at once on a busy machine may outwait the hashing queue (503),
+    // which is the hashing limit's test, not this one's.
+    const seen: Answer[][] = [];
+    for (const [i, from] of addresses.entries()) {
+      const one = await signIn(t, wrong(`nobody-${i}-a@example.com`), { from });
+      const two = await signIn(u, wrong(`nobody-${i}-b@example.com`), { from });
+      seen.push([one, two]);
+    }
     expect(seen.map((pair) => pair.map((a) => a.status))).toEqual(addresses.map(() => [401, 429]));
     for (const [, two] of seen) expect(two?.retryAfter).toBeGreaterThanOrEqual(1);
   });
