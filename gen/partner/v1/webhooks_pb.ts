@@ -807,7 +807,8 @@ export type ListDeliveriesRequest = Message<"partner.v1.ListDeliveriesRequest"> 
   limit: number;
 
   /**
-   * A `dlv_` id from the previous page: the page starts after it.
+   * A `dlv_` id from the previous page: the page starts after it. It must be one of this subscription's
+   * deliveries, else 400 `invalid_argument`; a value not shaped like a `dlv_` id is 422 `validation_failed`.
    *
    * @generated from field: string starting_after = 3;
    */
@@ -1225,7 +1226,9 @@ export type ListEventsRequest = Message<"partner.v1.ListEventsRequest"> & {
   limit: number;
 
   /**
-   * An `evt_` id from the previous page: the page starts after it.
+   * An `evt_` id from the previous page: the page starts after it. It must be one of the caller's events (of
+   * this environment), else 400 `invalid_argument`; a value not shaped like an `evt_` id is 422
+   * `validation_failed`.
    *
    * @generated from field: string starting_after = 2;
    */
