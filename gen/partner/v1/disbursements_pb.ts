@@ -999,6 +999,7 @@ export type ListDisbursementsRequest = Message<"partner.v1.ListDisbursementsRequ
 
   /**
    * Only disbursements in this status, as GetDisbursement shows it; every status when unset.
+   * `STATUS_UNSPECIFIED` is the unset value, so it filters nothing, as on every list.
    *
    * @generated from field: partner.v1.Disbursement.Status status = 3;
    */

@@ -43,7 +43,7 @@ const fieldTexts: Record<string, { text: FieldText; parent?: true }> = {
   "partner.v1.ListDeliveriesRequest.limit": { text: "must be 1 to 100" },
   "partner.v1.ListDeliveriesRequest.starting_after": { text: "must be a delivery id from a previous page" },
   "partner.v1.ListDeliveriesRequest.status": {
-    text: "must be PENDING, FAILED, DELIVERED or GIVEN_UP, at most 4 of them",
+    text: "must be PENDING, FAILED, DELIVERED, GIVEN_UP or STATUS_UNSPECIFIED (no filter), at most 4 of them",
   },
   "partner.v1.ReplayFailedDeliveriesRequest.since": { text: "is required" },
   "partner.v1.ListEventsRequest.limit": { text: "must be 1 to 100" },
