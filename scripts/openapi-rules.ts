@@ -60,8 +60,57 @@ function setRules(rules: Message & { $typeName: string }, schema: DescMessage): 
   return out;
 }
 
-/** JSON numbers for the bounds of 64-bit fields, which the document writes as strings. */
+/** JSON numbers for the values of rules (a 64-bit rule's value is a bigint). */
 const jsonNumber = (v: unknown) => (typeof v === "bigint" ? Number(v) : v);
+
+/** The rules messages of the 64-bit integers, and each type's range. */
+const RANGES_64: Record<string, [bigint, bigint]> = {
+  int64: [-(2n ** 63n), 2n ** 63n - 1n],
+  sint64: [-(2n ** 63n), 2n ** 63n - 1n],
+  sfixed64: [-(2n ** 63n), 2n ** 63n - 1n],
+  uint64: [0n, 2n ** 64n - 1n],
+  fixed64: [0n, 2n ** 64n - 1n],
+};
+
+/**
+ * The integers a 64-bit field (or each item of a list of them) takes, as the inclusive range of its type narrowed
+ * by its `gte`, `gt`, `lte` and `lt` rules; undefined for other fields. Their JSON is a string, which JSON Schema's
+ * `minimum` and `maximum` say nothing about: protoc-gen-openapi writes this range as a `pattern`.
+ */
+export function int64Bounds(field: DescField): [bigint, bigint] | undefined {
+  const scalar = field.fieldKind === "scalar" || field.fieldKind === "list" ? field.scalar : undefined;
+  const name = scalar === undefined ? undefined : ScalarType[scalar].toLowerCase();
+  const range = name === undefined ? undefined : RANGES_64[name];
+  if (!range) return undefined;
+  let [min, max] = range;
+  const rules = rulesOf(field);
+  const type = rules?.type.case === "repeated" ? rules.type.value.items?.type : rules?.type;
+  if (type?.case && type.case in RANGES_64) {
+    for (const [rule, value] of setRules(type.value as never, descOf(type.value))) {
+      const n = value as bigint;
+      if (rule === "gte" && n > min) min = n;
+      else if (rule === "gt" && n + 1n > min) min = n + 1n;
+      else if (rule === "lte" && n < max) max = n;
+      else if (rule === "lt" && n - 1n < max) max = n - 1n;
+      else if (!["gte", "gt", "lte", "lt"].includes(rule))
+        throw new Error(`${field.parent.typeName}.${field.name}: no schema for the 64-bit rule ${rule}`);
+    }
+  }
+  return [min, max];
+}
+
+/**
+ * Fields that hold a calendar day, `YYYY-MM-DD`. Their rule is a pattern (the shape, and the range where there
+ * is one); the services refuse a day that is not on the calendar (`2026-02-30`: 422 naming the field), which a
+ * pattern cannot say readably, so the document adds `format: date` (RFC 3339 full-date), which does.
+ */
+const calendarDays = new Set([
+  "partner.v1.Installment.due_date",
+  "partner.v1.GetBooksRequest.from",
+  "partner.v1.GetBooksRequest.to",
+  "partner.v1.GetBooksSeriesRequest.from",
+  "partner.v1.GetBooksSeriesRequest.to",
+]);
 
 /**
  * Keywords for one value under a `type` rules message (`string`, `int32`, `enum`, …); `enumNames` turns enum
@@ -109,7 +158,8 @@ export function withRules(field: DescField, schema: Schema): Schema {
       ? field.enum.values.find((v) => v.number === n)?.name
       : undefined;
   const apply = (target: Schema, type: FieldRules["type"]): Schema => {
-    if (!type.case) return target;
+    // A 64-bit integer's bounds are its pattern, written by protoc-gen-openapi (see int64Bounds).
+    if (!type.case || type.case in RANGES_64) return target;
     const kind = type.case;
     const own = setRules(type.value as never, descOf(type.value));
     if (kind === "repeated") {
@@ -120,6 +170,8 @@ export function withRules(field: DescField, schema: Schema): Schema {
       return out;
     }
     const extra = typeKeywords(kind, own, enumNames);
+    if (kind === "string" && calendarDays.has(`${field.parent.typeName}.${field.name}`))
+      extra.format = "date";
     if (kind === "enum" && extra.enum) {
       // A narrowed enum is written inline: the shared enum schema still lists every value the server answers.
       const { $ref: _ref, ...rest } = target;
@@ -127,13 +179,21 @@ export function withRules(field: DescField, schema: Schema): Schema {
     }
     return { ...target, ...extra };
   };
-  const constrained = apply(schema, rules.type);
+  let constrained = apply(schema, rules.type);
+  // `required` on a string or a list refuses its zero value even when it is sent: "" or [].
+  const text = field.fieldKind === "scalar" && [ScalarType.STRING, ScalarType.BYTES].includes(field.scalar);
+  if (rules.required && text && constrained.minLength === undefined)
+    constrained = { ...constrained, minLength: 1 };
+  if (rules.required && field.fieldKind === "list" && constrained.minItems === undefined)
+    constrained = { ...constrained, minItems: 1 };
   if (rules.ignore !== Ignore.IF_ZERO_VALUE || field.fieldKind !== "scalar") return constrained;
   // The zero value skips every rule: the schema is "the zero value, or a value within the rules".
   const { description, ...rest } = constrained;
   const zero = field.scalar === ScalarType.STRING ? "" : 0;
-  const base = Object.fromEntries(Object.entries(rest).filter(([k]) => k === "type" || k === "format"));
-  const within = Object.fromEntries(Object.entries(rest).filter(([k]) => k !== "type" && k !== "format"));
+  // The type stays outside, and a number's format (which zero meets); a string's format (`date`) is the rules'.
+  const outside = (k: string) => k === "type" || (k === "format" && typeof zero === "number");
+  const base = Object.fromEntries(Object.entries(rest).filter(([k]) => outside(k)));
+  const within = Object.fromEntries(Object.entries(rest).filter(([k]) => !outside(k)));
   return { ...base, anyOf: [{ const: zero }, within], ...(description ? { description } : {}) };
 }
 

@@ -24,7 +24,8 @@ import {
 } from "@bufbuild/protobuf/wkt";
 import { getComments, runNodeJs } from "@bufbuild/protoplugin";
 import { type ErrorCode, errorCodes } from "../src/platform/errors.ts";
-import { requiredByRules, withRules } from "./openapi-rules.ts";
+import { integerPattern } from "./integer-pattern.ts";
+import { int64Bounds, requiredByRules, withRules } from "./openapi-rules.ts";
 
 /** The runtime shape of a `google.api.HttpRule` (read from the request's own descriptors, not gen/). */
 interface HttpRule {
@@ -39,6 +40,56 @@ const PACKAGE = "partner.v1";
 const IDEMPOTENCY_REQUIRED = new Set(["partner.v1.DisbursementService.CreateDisbursement"]);
 
 type Schema = Record<string, unknown>;
+
+/** The decimal strings proto3 JSON writes for 64-bit integers: no `+`, no leading zeros, no `-0`. */
+const CANONICAL_INTEGER = "^(?:0|-?[1-9][0-9]*)$";
+/** The largest integer a JSON number holds exactly, in every parser that reads numbers as doubles. */
+const SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/**
+ * Where a field's value comes from: a request's JSON body, a request's path or query (always a string), or
+ * (undefined) an answer of the server's.
+ */
+type Sent = "body" | "param" | undefined;
+
+/**
+ * Fields whose rule the document narrows to production's. A webhook URL's rule admits `http://` because a
+ * sandbox subscription may use one on a service run with ALLOW_LOCAL_WEBHOOKS (tests and quickstarts), which
+ * production never is; everywhere else the service refuses it (422 naming `url`), so the document says https.
+ */
+const HTTPS_ONLY = new Set(["partner.v1.CreateWebhookRequest.url", "partner.v1.UpdateWebhookRequest.url"]);
+
+/**
+ * A 64-bit integer as a request sends it. proto3 JSON takes a decimal string or a number, and the service takes
+ * exactly their canonical forms: the string's range is its pattern (the type's range narrowed by the field's
+ * rules), the number's is `minimum`/`maximum`, within the integers a JSON number holds exactly (the service
+ * refuses a larger one, whose digits a parser may already have changed). A path or query value is a string.
+ */
+function int64Schema(s: Schema, [min, max]: [bigint, bigint], sent: "body" | "param"): Schema {
+  if (s.anyOf) throw new Error("a 64-bit field that skips its rules when zero has no schema yet");
+  const pattern = integerPattern(min, max);
+  if (sent === "param") return { ...s, pattern };
+  const [lo, hi] = [min > -SAFE ? min : -SAFE, max < SAFE ? max : SAFE];
+  return { ...s, type: ["string", "integer"], pattern, minimum: Number(lo), maximum: Number(hi) };
+}
+
+/**
+ * A schema that also admits `null`: a `type` gains "null" (an `enum` the value null, an `anyOf` the branch
+ * `{ type: "null" }`); a schema without a type (a `$ref`) sits beside `{ type: "null" }` in an `anyOf`
+ * (OpenAPI 3.1).
+ */
+function orNull(s: Schema): Schema {
+  const { description, ...rest } = s;
+  if (rest.type === undefined || "const" in rest)
+    return { anyOf: [rest, { type: "null" }], ...(description ? { description } : {}) };
+  const types = Array.isArray(rest.type) ? rest.type : [rest.type];
+  return {
+    ...s,
+    type: [...types, "null"],
+    ...(Array.isArray(rest.enum) ? { enum: [...rest.enum, null] } : {}),
+    ...(Array.isArray(rest.anyOf) ? { anyOf: [...rest.anyOf, { type: "null" }] } : {}),
+  };
+}
 
 const text = (desc: Parameters<typeof getComments>[0]) =>
   (getComments(desc).leading ?? "")
@@ -64,8 +115,9 @@ function scalarSchema(t: ScalarType): Schema {
     case ScalarType.SFIXED64:
     case ScalarType.UINT64:
     case ScalarType.FIXED64:
-      // proto3 JSON: 64-bit integers are decimal strings (money in kobo among them).
-      return { type: "string", pattern: "^-?[0-9]+$", format: "int64" };
+      // proto3 JSON: 64-bit integers are decimal strings (money in kobo among them). What a request may send
+      // is int64Schema's.
+      return { type: "string", pattern: CANONICAL_INTEGER, format: "int64" };
     default:
       return { type: "integer", format: "int32" };
   }
@@ -197,7 +249,7 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
         return undefined;
     }
   };
-  const fieldSchema = (f: DescField): Schema => {
+  const fieldSchema = (f: DescField, sent?: Sent): Schema => {
     const one = (): Schema => {
       switch (f.fieldKind) {
         case "scalar":
@@ -231,15 +283,21 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
     const s = one();
     const description = text(f);
     // The field's protovalidate rules: the bounds, patterns and enums the server enforces on requests.
-    return withRules(f, description ? { ...s, description } : s);
-  };
-  /** A schema that also admits `null` (OpenAPI 3.1: a `$ref` sits beside `null` in `anyOf`). */
-  const orNull = (s: Schema): Schema => {
-    if (s.$ref) {
-      const { description, ...ref } = s;
-      return { anyOf: [ref, { type: "null" }], ...(description ? { description } : {}) };
+    let ruled = withRules(f, description ? { ...s, description } : s);
+    const bounds = int64Bounds(f);
+    if (bounds && sent) {
+      ruled =
+        f.fieldKind === "list"
+          ? { ...ruled, items: int64Schema(ruled.items as Schema, bounds, sent) }
+          : int64Schema(ruled, bounds, sent);
     }
-    return { ...s, type: [s.type as string, "null"] };
+    const name = `${f.parent.typeName}.${f.name}`;
+    if (HTTPS_ONLY.has(name)) {
+      const pattern = String(ruled.pattern ?? "");
+      if (!pattern.startsWith("^https?://")) throw new Error(`${name}: its rule no longer admits http://`);
+      ruled = { ...ruled, pattern: `^https://${pattern.slice("^https?://".length)}` };
+    }
+    return ruled;
   };
   function addMessage(m: DescMessage, omit: string[] = [], name = m.typeName): void {
     if (schemas[name]) return;
@@ -251,7 +309,7 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
     const mustSend = inputs.has(m.typeName) ? requiredByRules(m) : new Set<string>();
     for (const f of m.fields) {
       if (omit.includes(f.name)) continue;
-      let s = fieldSchema(f);
+      let s = fieldSchema(f, inputs.has(m.typeName) ? "body" : undefined);
       if (inDocument) {
         const nullable = f.proto.proto3Optional || /\bnull out of scope\b/.test(text(f));
         if (nullable) s = orNull(s);
@@ -262,6 +320,10 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
         if (f.fieldKind !== "message" && !f.proto.proto3Optional) required.push(f.jsonName);
       } else if (mustSend.has(f.name)) {
         required.push(f.jsonName);
+      } else if (inputs.has(m.typeName)) {
+        // proto3 JSON reads null as the field's default value: where the rules take the default, so does the
+        // request. (A field that must be sent refuses null as it refuses its default.)
+        s = orNull(s);
       }
       properties[f.jsonName] = s;
     }
@@ -358,7 +420,7 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
         in: "path",
         required: true,
         description: f ? text(f) : undefined,
-        schema: f ? fieldSchema(f) : { type: "string" },
+        schema: f ? fieldSchema(f, "param") : { type: "string" },
       };
     });
     if (!rule.body) {
@@ -370,7 +432,7 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
           in: "query",
           required: mustSend.has(f.name),
           description: text(f),
-          schema: fieldSchema(f),
+          schema: fieldSchema(f, "param"),
         });
       }
     }
@@ -396,7 +458,8 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
       };
     } else if (rule.body) {
       const f = input.fields.find((x) => x.name === rule.body);
-      if (f) requestBody = { required: true, content: { "application/json": { schema: fieldSchema(f) } } };
+      if (f)
+        requestBody = { required: true, content: { "application/json": { schema: fieldSchema(f, "body") } } };
     }
     let response: Schema;
     if (method.output.typeName === "google.api.HttpBody") {
@@ -484,14 +547,19 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
       description:
         "Signed, consent-gated underwriting snapshots, consent, disbursements and signed webhooks for lending " +
         "partners. Every operation is also served over Connect, gRPC-Web and gRPC from the same proto files. " +
-        "Money is integer kobo, as decimal strings. Errors share one body: `{ code, message, requestId, details? }`. " +
+        'Money is integer kobo, as decimal strings in canonical form (`"5000000"`); a request may also send a JSON ' +
+        "integer of at most 2^53 - 1. In a request body, `null` is a field's default value (proto3 JSON): admitted " +
+        "where the default is, refused where a value must be sent. Errors share one body: " +
+        "`{ code, message, requestId, details? }`. " +
         "This document is served at `/partner/v1/openapi.json`, and as a page at `/partner/v1/reference`.\n\n" +
         "**Authentication.** Send your API key on every request as `Authorization: Bearer <key>`. A key starting " +
         "`sk_sandbox_` works in the sandbox (simulated money, fixture users you can drive with the `/sandbox` " +
         "helpers); a key starting `sk_live_` works in production. Each sees only its own environment's data. Your " +
         "keys are issued by the platform's operator, who gives you one per environment; keep them secret (only " +
-        "their SHA-256 is stored, so a lost key is replaced, never shown again). A missing key is `401 " +
-        "unauthenticated`, an unknown one `401 invalid_api_key`; rate limits are announced in the `RateLimit` " +
+        "their SHA-256 is stored, so a lost key is replaced, never shown again). A missing key, or one not shaped " +
+        "like a key (`sk_sandbox_` or `sk_live_` and 32 letters and digits: `sk_sandbox_wrong` is not), is `401 " +
+        "unauthenticated`; a well-formed key that is not one of ours is `401 invalid_api_key`; a revoked one " +
+        "`401 api_key_revoked`, a rolled one past its overlap `401 api_key_expired`. Rate limits are announced in the `RateLimit` " +
         "and `RateLimit-Policy` headers of every answer. POSTs take an `Idempotency-Key` header, so a retry never " +
         "acts twice.",
     },

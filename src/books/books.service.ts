@@ -102,7 +102,9 @@ export function createBooksService({ box }: { box: SecretBox }) {
      */
     async series(em: Em, from: string, to: string): Promise<BooksDay[]> {
       const problems = periodProblems(from, to, true);
-      if (!problems.from && !problems.to && addDays(from, MAX_SERIES_DAYS - 1) < to)
+      // Counted in days, not by comparing day strings: a year past 9999 is written "+010000-…", before "9999".
+      const span = (Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / 86_400_000 + 1;
+      if (!problems.from && !problems.to && span > MAX_SERIES_DAYS)
         problems.to = `must be at most ${MAX_SERIES_DAYS} days from from`;
       if (Object.keys(problems).length) throw validationFailed(problems);
       const start = new Date(Date.parse(`${from}T00:00:00Z`) - LAGOS_OFFSET_MS);

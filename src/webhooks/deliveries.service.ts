@@ -3,6 +3,7 @@ import { ms } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId } from "../platform/ids.ts";
+import { unknownCursor } from "../platform/paging.ts";
 import type { WebhookAttempt } from "./attempt.entity.ts";
 import type { WebhookDelivery } from "./delivery.entity.ts";
 import { deliveryLogRepository as log, type StatsBucket } from "./delivery-log.repository.ts";
@@ -63,6 +64,9 @@ export function createDeliveriesService({ clock }: { clock: Clock }) {
       }
       const owned = isId("whk", webhookId) ? await repo.findWebhook(em, webhookId) : null;
       if (!owned) throw new ApiError("not_found", `No webhook ${webhookId}.`);
+      // A well-formed id that is not one of this subscription's deliveries is no cursor, as on every list.
+      if (startingAfter !== "" && !(await repo.hasDelivery(em, webhookId, startingAfter)))
+        throw unknownCursor("deliveries of this webhook");
       return repo.listDeliveries(em, webhookId, limit || 20, startingAfter, [...new Set(statuses)]);
     },
 
@@ -97,12 +101,12 @@ export function createDeliveriesService({ clock }: { clock: Clock }) {
     async events(em: Em, limit: number, startingAfter: string, type: string) {
       if (!Number.isInteger(limit) || limit < 0 || limit > 100)
         throw validationFailed({ limit: "must be 1 to 100" });
+      if (startingAfter !== "" && !isId("evt", startingAfter))
+        throw validationFailed({ startingAfter: "must be an event id from a previous page" });
       const n = limit || 20;
-      const rows =
-        isId("evt", startingAfter) || startingAfter === ""
-          ? await log.listEvents(em, n, startingAfter, type)
-          : null;
-      if (!rows) throw validationFailed({ startingAfter: "must be an event id from a previous page" });
+      const rows = await log.listEvents(em, n, startingAfter, type);
+      // A well-formed id that is not one of the caller's events is no cursor, as on every list.
+      if (!rows) throw unknownCursor("events");
       return { events: rows.slice(0, n), hasMore: rows.length > n };
     },
 

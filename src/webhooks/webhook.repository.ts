@@ -159,6 +159,11 @@ export const webhookRepository = {
     return view ?? null;
   },
 
+  /** Whether `id` is a delivery of `em`'s tenant to the subscription `webhookId` (a page's cursor). */
+  async hasDelivery(em: Em, webhookId: string, id: string): Promise<boolean> {
+    return (await em.count(WebhookDeliveryEntity, { id, webhookId })) > 0;
+  },
+
   /** A page of a subscription's deliveries, newest first (ids are time-ordered), in `statuses` if any. */
   async listDeliveries(
     em: Em,

@@ -85,6 +85,29 @@ describe("the OpenAPI document", () => {
     }
   });
 
+  it("tells a malformed key (401 unauthenticated) from a well-formed unknown one (401 invalid_api_key), on every operation", () => {
+    const doc = JSON.parse(generated) as {
+      info: { description: string };
+      paths: Record<string, Record<string, { responses: Record<string, { content: any }> }>>;
+    };
+    expect(doc.info.description).toMatch(/`sk_sandbox_wrong` is not\), is `401 unauthenticated`/);
+    expect(doc.info.description).toMatch(
+      /a well-formed key that is not one of ours is `401 invalid_api_key`/,
+    );
+    for (const [path, verbs] of Object.entries(doc.paths))
+      for (const [verb, op] of Object.entries(verbs)) {
+        const codes = op.responses["401"]?.content["application/json"].schema.allOf[1].properties.code.enum;
+        expect(codes, `${verb} ${path}`).toEqual(
+          expect.arrayContaining([
+            "unauthenticated",
+            "invalid_api_key",
+            "api_key_revoked",
+            "api_key_expired",
+          ]),
+        );
+      }
+  });
+
   it("is what every REST answer of the tests is checked against, and the check catches a body that breaks it", async () => {
     const p = await createPartner(t);
     const keys = await rest(t.partnerUrl, "GET", "/partner/v1/keys", { key: p.sandboxKey });

@@ -52,13 +52,19 @@ describe("local webhook destinations, switched on", () => {
   it("never reach the service's own listeners, by any loopback spelling, at create or update", async () => {
     const ports = [new URL(on.partnerUrl).port, new URL(on.internalUrl).port];
     for (const port of ports) {
-      for (const host of ["127.0.0.1", "127.1.2.3", "[::1]", "[::ffff:127.0.0.1]", "localhost"]) {
+      for (const host of ["127.0.0.1", "127.1.2.3", "[::1]", "[::ffff:7f00:1]", "localhost"]) {
         const res = await create(on, p.sandboxKey, `http://${host}:${port}/metrics`);
         expectRefused(res, /not allowed/, `${host}:${port}`);
         // What a name resolved to is never said.
         if (host === "localhost") expect(JSON.stringify(res.body)).not.toMatch(/127\.|::1/);
       }
     }
+    // An IPv6 address with a dotted IPv4 tail is refused for its form before its address is looked at.
+    expectRefused(
+      await create(on, p.sandboxKey, `http://[::ffff:127.0.0.1]:${ports[0]}/metrics`),
+      /https URL/,
+      "[::ffff:127.0.0.1]",
+    );
     // Nor the database's port, when it is on loopback (the tests' PostgreSQL is).
     const db = new URL(on.databaseUrl);
     expectRefused(

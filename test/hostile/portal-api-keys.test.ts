@@ -96,6 +96,54 @@ describe("an API key", () => {
     expect(await works(a.liveKey)).toBe(true);
   });
 
+  it("that is missing or does not work is 401 with the code every route gives, never 403, on any face", async () => {
+    const c = await createPartner(t);
+    await t.internal.apiKeys.revokeApiKey({ keyId: c.sandboxKeyId });
+    const id = a.sandboxKeyId;
+    const cases: [string, string | undefined, string][] = [
+      ["no key", undefined, "unauthenticated"],
+      ["a malformed key", "Bearer sk_sandbox_wrong", "unauthenticated"],
+      ["an unknown key", `Bearer sk_sandbox_${"A".repeat(32)}`, "invalid_api_key"],
+      ["a revoked key", `Bearer ${c.sandboxKey}`, "api_key_revoked"],
+    ];
+    const m = ApiKeyService.method;
+    for (const [name, authorization, expected] of cases) {
+      const headers: Record<string, string> = authorization ? { authorization } : {};
+      // REST: every answer is also checked against the OpenAPI document, which lists these 401s.
+      for (const [method, path, body] of [
+        ["GET", "/partner/v1/api-keys", undefined],
+        ["POST", "/partner/v1/api-keys", {}],
+        ["POST", `/partner/v1/api-keys/${id}/roll`, { expiresInHours: 168 }],
+        ["POST", `/partner/v1/api-keys/${id}/revoke`, {}],
+      ] as const) {
+        const res = await rest(t.partnerUrl, method, path, { body, headers });
+        expect([res.status, res.body.code], `${name}: ${method} ${path}`).toEqual([401, expected]);
+      }
+      for (const client of [
+        connectClient(ApiKeyService, t.partnerUrl, authorization),
+        grpcWebClient(ApiKeyService, t.partnerUrl, authorization),
+      ]) {
+        expect(await code(client.listApiKeys({})), name).toBe(expected);
+        expect(await code(client.issueApiKey({})), name).toBe(expected);
+        expect(await code(client.rollApiKey({ id })), name).toBe(expected);
+        expect(await code(client.revokeApiKey({ id })), name).toBe(expected);
+      }
+      for (const [method, request] of [
+        [m.listApiKeys, {}],
+        [m.issueApiKey, {}],
+        [m.rollApiKey, { id }],
+        [m.revokeApiKey, { id }],
+      ] as const) {
+        const res = await grpcUnary(t.partnerUrl, method as never, request as never, headers);
+        expect(res.ok ? "ok" : [res.code, res.errorInfo?.reason], name).toEqual([
+          grpc.status.UNAUTHENTICATED,
+          expected,
+        ]);
+      }
+    }
+    expect(await works(a.sandboxKey)).toBe(true);
+  });
+
   it("cannot replay a session's idempotency key to get the key the session rolled", async () => {
     const c = await createPartner(t);
     const adminC = await member(t, clock, c.partnerId, "admin");

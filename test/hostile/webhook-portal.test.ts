@@ -73,7 +73,7 @@ describe("tenancy", () => {
     // A cursor from another tenant is no cursor.
     const cursor = (await call("GET", "/partner/v1/events", b.sandboxKey)).body.events[0].id;
     const foreign = await call("GET", `/partner/v1/events?starting_after=${cursor}`, a.sandboxKey);
-    expect(foreign.status).toBe(422);
+    expect([foreign.status, foreign.body.code]).toEqual([400, "invalid_argument"]);
     // Ids of the wrong kind or shape.
     for (const id of ["whk_nope", "dlv_01ARZ3NDEKTSV4RRFFQ69G5FAV", "%2e%2e"]) {
       expect((await call("GET", `/partner/v1/webhooks/${id}/stats`, a.sandboxKey)).status).toBe(404);
@@ -130,7 +130,8 @@ describe("limits", () => {
       `/partner/v1/webhooks/${hookA}/deliveries?status=STATUS_UNSPECIFIED`,
       a.sandboxKey,
     );
-    expect(unset.status).toBe(422);
+    // The unset value filters nothing, as on every list.
+    expect(unset.status).toBe(200);
   });
 });
 

@@ -5,10 +5,14 @@ import addFormats from "ajv-formats";
 
 // Every REST answer the tests receive is checked against the published OpenAPI document, with a validator we
 // did not write (ajv, JSON Schema 2020-12): a field the document does not allow, a null it does not admit, a
-// missing required field or a wrong type fails the test that got it.
+// missing required field or a wrong type fails the test that got it. Requests can be checked the same way
+// (openApiRequestProblems), so a test can show that the document refuses what the server refuses.
 
 const DOC_ID = "https://partner-api.invalid/openapi.json";
+type Parameter = { name: string; in: "path" | "query" | "header"; required?: boolean; schema: unknown };
 type Operation = {
+  parameters?: Parameter[];
+  requestBody?: { required?: boolean; content: Record<string, { schema: unknown }> };
   responses: Record<string, { $ref?: string; content?: Record<string, { schema: unknown }> }>;
 };
 type Doc = {
@@ -25,8 +29,15 @@ ajv.addFormat("int32", {
   type: "number",
   validate: (n: number) => Number.isInteger(n) && n >= -(2 ** 31) && n < 2 ** 31,
 });
-ajv.addFormat("int64", /^-?[0-9]+$/);
+ajv.addFormat("int64", /^(?:0|-?[1-9][0-9]*)$/);
 ajv.addSchema({ ...doc, $id: DOC_ID });
+// Path and query values arrive as text: this one reads `?limit=5` as the integer the parameter's schema wants,
+// and a lone `?status=FAILED` as the array a repeated parameter is.
+const paramAjv = new Ajv2020({ strict: false, allErrors: true, coerceTypes: "array" });
+(addFormats as unknown as (a: Ajv2020) => void)(paramAjv);
+paramAjv.addFormat("int32", { type: "number", validate: (n: number) => Number.isInteger(n) });
+paramAjv.addFormat("int64", /^(?:0|-?[1-9][0-9]*)$/);
+paramAjv.addSchema({ ...doc, $id: DOC_ID });
 
 const routes = Object.keys(doc.paths).map((template) => ({
   template,
@@ -36,16 +47,85 @@ const pointer = (...parts: string[]) =>
   parts.map((p) => p.replaceAll("~", "~0").replaceAll("/", "~1")).join("/");
 const validators = new Map<string, ReturnType<typeof ajv.compile>>();
 
+/** The document's route for a path: the most literal template first, as the server routes. */
+const routeOf = (pathOnly: string) =>
+  routes
+    .filter((r) => r.pattern.test(pathOnly))
+    .sort((a, b) => b.template.split("{").length - a.template.split("{").length)
+    .reverse()[0];
+
+/** A validator for the schema at a JSON pointer into the document. */
+function validatorAt(where: string, validator: Ajv2020 = ajv) {
+  const key = `${validator === ajv ? "" : "param:"}${where}`;
+  let validate = validators.get(key);
+  if (!validate) {
+    validate = validator.compile({ $ref: `${DOC_ID}#/${where}` });
+    validators.set(key, validate);
+  }
+  return validate;
+}
+
+const described = (
+  errors: { instancePath: string; message?: string; params: unknown }[] | null | undefined,
+) => (errors ?? []).map((e) => `${e.instancePath || "(value)"} ${e.message} ${JSON.stringify(e.params)}`);
+
+/**
+ * Problems with a REST request, as the document sees them: its path and query parameters (each against its
+ * schema, a required one present) and its JSON body (against the request body's schema). Empty when the
+ * document admits the request. Headers are not checked.
+ */
+export function openApiRequestProblems(method: string, url: string, body?: unknown): string[] {
+  const parsed = new URL(url, "http://x");
+  const route = routeOf(parsed.pathname);
+  const verb = method.toLowerCase();
+  const op = route && doc.paths[route.template]?.[verb];
+  if (!route || !op) return [`the document has no operation ${method} ${parsed.pathname}`];
+  const problems: string[] = [];
+  const segments = parsed.pathname.split("/");
+  const names = route.template.split("/");
+  (op.parameters ?? []).forEach((param, i) => {
+    if (param.in === "header") return;
+    let value: unknown;
+    if (param.in === "path") {
+      const at = names.indexOf(`{${param.name}}`);
+      value = decodeURIComponent(segments[at] ?? "");
+    } else {
+      const values = parsed.searchParams.getAll(param.name);
+      if (values.length === 0) {
+        if (param.required) problems.push(`query parameter ${param.name} is required`);
+        return;
+      }
+      value = values.length === 1 ? values[0] : values;
+    }
+    const where = pointer("paths", route.template, verb, "parameters", String(i), "schema");
+    const validate = validatorAt(where, paramAjv);
+    if (!validate(value)) problems.push(...described(validate.errors).map((e) => `${param.name}: ${e}`));
+  });
+  if (body !== undefined || op.requestBody?.required) {
+    if (!op.requestBody) problems.push(`${method} ${route.template} takes no body`);
+    else {
+      const where = pointer(
+        "paths",
+        route.template,
+        verb,
+        "requestBody",
+        "content",
+        "application/json",
+        "schema",
+      );
+      const validate = validatorAt(where);
+      if (!validate(body)) problems.push(...described(validate.errors).map((e) => `body: ${e}`));
+    }
+  }
+  return problems;
+}
+
 /** Problems with a REST answer, as the document sees them; empty when it conforms (or is not the API's). */
 export function openApiProblems(method: string, url: string, status: number, body: unknown): string[] {
   const pathOnly = new URL(url, "http://x").pathname;
   if (!pathOnly.startsWith("/partner/v1/") || method === "HEAD") return [];
   if (pathOnly === "/partner/v1/openapi.json" || pathOnly === "/partner/v1/reference") return [];
-  // Most literal template first, as the server routes.
-  const route = routes
-    .filter((r) => r.pattern.test(pathOnly))
-    .sort((a, b) => b.template.split("{").length - a.template.split("{").length)
-    .reverse()[0];
+  const route = routeOf(pathOnly);
   const verb = method.toLowerCase();
   const op = route && doc.paths[route.template]?.[verb];
   // Not a route (404) or not this method (405): the error body is still the document's Error.
@@ -65,15 +145,9 @@ export function openApiProblems(method: string, url: string, status: number, bod
       ? `${response.$ref.slice(2)}/content/application~1json/schema`
       : pointer("paths", route.template, verb, "responses", key, "content", "application/json", "schema");
   }
-  let validate = validators.get(where);
-  if (!validate) {
-    validate = ajv.compile({ $ref: `${DOC_ID}#/${where}` });
-    validators.set(where, validate);
-  }
+  const validate = validatorAt(where);
   if (validate(body)) return [];
-  return (validate.errors ?? []).map(
-    (e) => `${e.instancePath || "(body)"} ${e.message} ${JSON.stringify(e.params)}`,
-  );
+  return described(validate.errors).map((e) => e.replace(/^\(value\)/, "(body)"));
 }
 
 /** Throws when a REST answer does not conform to the document. */

@@ -70,8 +70,12 @@ describe("the OpenAPI document carries the rules", () => {
     expect(link.properties.ledgerWindowDays).toMatchObject({ minimum: 1, maximum: 365 });
     expect(link.properties.expiresInHours).toMatchObject({ minimum: 1, maximum: 168 });
     expect(link.properties.redirectUrl.maxLength).toBe(2048);
-    // 0 means "the default": the zero value, or a value within the rule.
-    expect(link.properties.maxLedgerWindowDays.anyOf).toEqual([{ const: 0 }, { minimum: 1, maximum: 365 }]);
+    // 0 means "the default": the zero value, or a value within the rule; null (proto3 JSON) is the default too.
+    expect(link.properties.maxLedgerWindowDays.anyOf).toEqual([
+      { const: 0 },
+      { minimum: 1, maximum: 365 },
+      { type: "null" },
+    ]);
 
     const hook = schema("partner.v1.CreateWebhookRequest");
     expect(hook.required).toEqual(["url", "events"]);
@@ -83,7 +87,13 @@ describe("the OpenAPI document carries the rules", () => {
 
     const loan = schema("partner.v1.CreateDisbursementRequest");
     expect(loan.required).toEqual(["principalKobo", "destination", "reference", "repaymentSchedule"]);
-    expect(loan.properties.principalKobo).toMatchObject({ minimum: 1, maximum: 1_000_000_000_000 });
+    // Money: a decimal string whose range is its pattern, or a JSON number within the same range.
+    expect(loan.properties.principalKobo).toMatchObject({
+      type: ["string", "integer"],
+      pattern: "^(?:[1-9][0-9]{0,11}|1000000000000)$",
+      minimum: 1,
+      maximum: 1_000_000_000_000,
+    });
     // The enum narrowed to what the rule allows: no DESTINATION_UNSPECIFIED.
     expect(loan.properties.destination.enum).toEqual(["WALLET", "BANK"]);
     expect(loan.properties.reference.pattern).toBe("^[\\x21-\\x7e]{1,64}$");
@@ -91,7 +101,10 @@ describe("the OpenAPI document carries the rules", () => {
       minItems: 1,
       maxItems: 60,
     });
-    expect(schema("partner.v1.Installment").properties.amountKobo.exclusiveMinimum).toBe(0);
+    const installment = schema("partner.v1.Installment").properties;
+    expect(installment.amountKobo.minimum).toBe(1);
+    expect(new RegExp(installment.amountKobo.pattern).test("0")).toBe(false);
+    expect(installment.dueDate.format).toBe("date");
 
     const standing = schema("partner.v1.SetStandingRequest.Body");
     expect(standing.properties.tier.enum).toEqual(["Unrated", "Emerging", "Established", "Trusted"]);
@@ -111,6 +124,9 @@ describe("the OpenAPI document carries the rules", () => {
       { minimum: 1, maximum: 100 },
     ]);
     expect(param("/partner/v1/books", "limit").schema.anyOf[1]).toEqual({ minimum: 1, maximum: 1000 });
-    expect(param("/partner/v1/books", "from").schema.anyOf[1].pattern).toBe("^[0-9]{4}-[0-9]{2}-[0-9]{2}$");
+    expect(param("/partner/v1/books", "from").schema.anyOf[1]).toMatchObject({ format: "date" });
+    const from = new RegExp(param("/partner/v1/books", "from").schema.anyOf[1].pattern);
+    expect(["1970-01-01", "9999-12-30"].map((d) => from.test(d))).toEqual([true, true]);
+    expect(["1969-12-31", "9999-12-31", "2026-1-1"].map((d) => from.test(d))).toEqual([false, false, false]);
   });
 });

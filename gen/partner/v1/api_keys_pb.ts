@@ -322,9 +322,11 @@ export const RevokeApiKeyResponseSchema: GenMessage<RevokeApiKeyResponse> = /*@_
  * roll; a key is shown once, in the answer that creates it, and only its SHA-256 is kept.
  *
  * These methods are for people signed in to the partner portal only, never for API keys: a call made with an
- * API key (`Authorization: Bearer sk_…`) is `403 permission_denied` ("API keys are managed in the partner
- * portal"), so a leaked key can never mint, roll or extend keys. Admins and developers may call every
- * method; viewers may list only. Every issue, roll and revoke is recorded in the portal's audit log.
+ * API key that works (`Authorization: Bearer sk_…`) is `403 permission_denied` ("API keys are managed in the
+ * partner portal"), so a leaked key can never mint, roll or extend keys. A call with neither a session nor a
+ * working key is authenticated first, as on every route, and answered the same `401` (`unauthenticated` for a
+ * missing or malformed key, `invalid_api_key` for an unknown one, `api_key_revoked`, `api_key_expired`).
+ * Admins and developers may call every method; viewers may list only. Every issue, roll and revoke is recorded in the portal's audit log.
  *
  * @generated from service partner.v1.ApiKeyService
  */

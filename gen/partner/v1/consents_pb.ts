@@ -756,7 +756,8 @@ export type ListConsentsRequest = Message<"partner.v1.ListConsentsRequest"> & {
   startingAfter: string;
 
   /**
-   * Only consents in this status (ACTIVE, REVOKED or EXPIRED); every status when unset.
+   * Only consents in this status (ACTIVE, REVOKED or EXPIRED); every status when unset. `STATUS_UNSPECIFIED`
+   * is the unset value, so it filters nothing, as on every list.
    *
    * @generated from field: partner.v1.Consent.Status status = 3;
    */
@@ -828,7 +829,7 @@ export type ListConsentLinksRequest = Message<"partner.v1.ListConsentLinksReques
 
   /**
    * Only links in this status (PENDING, ACCEPTED, DECLINED, EXPIRED or LOCKED), as GetConsentLink shows it;
-   * every status when unset.
+   * every status when unset. `STATUS_UNSPECIFIED` is the unset value, so it filters nothing, as on every list.
    *
    * @generated from field: partner.v1.ConsentLink.Status status = 3;
    */

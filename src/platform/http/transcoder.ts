@@ -21,6 +21,7 @@ import { requestValues } from "../rpc/context.ts";
 import type { Edge } from "../rpc/edge.ts";
 import { toApiError } from "../rpc/errors.ts";
 import { validateRequest } from "../rpc/validation.ts";
+import { checkInt64Json } from "./int64-json.ts";
 import { compileTemplate, type PathTemplate } from "./path-template.ts";
 import { type AnyResponse, writeRestError } from "./rest-errors.ts";
 import { type RestBinding, restBindings } from "./rules.ts";
@@ -471,6 +472,7 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
         search === "" ? undefined : new URLSearchParams(search),
       );
       if (bodyToCome) await edge.confirm?.(call);
+      checkInt64Json(route.method.input, json);
       let request: Message;
       try {
         request = fromJson(route.method.input, json);

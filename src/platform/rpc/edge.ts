@@ -80,8 +80,9 @@ export interface PartnerEdgeOptions {
   /** Portal sessions in place of an API key (docs/portal.md); without it, API keys only. */
   portal?: PortalGate;
   /**
-   * Services a portal session may call and an API key may not (`partner.v1.ApiKeyService`), refused here,
-   * before anything else runs: an idempotency key's stored answer is never replayed to an API key.
+   * Services a portal session may call and an API key may not (`partner.v1.ApiKeyService`): a working key is
+   * refused here, once authenticated and before anything else runs, so an idempotency key's stored answer is
+   * never replayed to an API key.
    */
   sessionOnly?: ReadonlySet<string>;
   /**
@@ -157,8 +158,12 @@ export function createPartnerEdge({
       call.values.set(kEm, unit);
       // No Authorization header and a portal session cookie: a person in the portal (a header lookup more).
       const session = portal?.tokenOf(call.requestHeader);
-      if (session === undefined && sessionOnly?.has(call.method.parent.typeName))
+      if (session === undefined && sessionOnly?.has(call.method.parent.typeName)) {
+        // Authentication comes before authorization: a missing, malformed, unknown, revoked or expired key is
+        // the 401 every route answers, and only a key that works is told that it may not do this.
+        await apiKeys.authenticate(unit, bearer(call.requestHeader));
         throw new ApiError("permission_denied", "API keys are managed in the partner portal.");
+      }
       caller =
         portal && session !== undefined
           ? await portal.admit(call, unit(), session)

@@ -29,7 +29,12 @@ const fieldTexts: Record<string, { text: FieldText; parent?: true }> = {
   "partner.v1.CreateConsentLinkRequest.expires_in_hours": { text: "must be 1 to 168" },
   "partner.v1.CreateConsentLinkRequest.redirect_url": { text: "must be at most 2048 characters" },
   "partner.v1.CreateWebhookRequest.url": {
-    text: { required: "not an absolute URL", "string.max_len": "the URL is longer than 2048 characters" },
+    text: {
+      required: "not an absolute URL",
+      "string.uri": "not an absolute URL",
+      "string.pattern": "must be an https URL with a host, no user name or password, and a port up to 65535",
+      "string.max_len": "the URL is longer than 2048 characters",
+    },
   },
   "partner.v1.CreateWebhookRequest.events": {
     text: {
@@ -38,12 +43,18 @@ const fieldTexts: Record<string, { text: FieldText; parent?: true }> = {
     },
   },
   "partner.v1.CreateWebhookRequest.description": { text: "must be at most 500 characters" },
-  "partner.v1.UpdateWebhookRequest.url": { text: "the URL is longer than 2048 characters" },
+  "partner.v1.UpdateWebhookRequest.url": {
+    text: {
+      "string.uri": "not an absolute URL",
+      "string.pattern": "must be an https URL with a host, no user name or password, and a port up to 65535",
+      "string.max_len": "the URL is longer than 2048 characters",
+    },
+  },
   "partner.v1.UpdateWebhookRequest.description": { text: "must be at most 500 characters" },
   "partner.v1.ListDeliveriesRequest.limit": { text: "must be 1 to 100" },
   "partner.v1.ListDeliveriesRequest.starting_after": { text: "must be a delivery id from a previous page" },
   "partner.v1.ListDeliveriesRequest.status": {
-    text: "must be PENDING, FAILED, DELIVERED or GIVEN_UP, at most 4 of them",
+    text: "must be PENDING, FAILED, DELIVERED, GIVEN_UP or STATUS_UNSPECIFIED (no filter), at most 4 of them",
   },
   "partner.v1.ReplayFailedDeliveriesRequest.since": { text: "is required" },
   "partner.v1.ListEventsRequest.limit": { text: "must be 1 to 100" },
