@@ -6,6 +6,7 @@ import { MasterKeyMismatchError } from "./platform/crypto/data-keys.ts";
 import { busyPort } from "./platform/http/port-check.ts";
 import { requestScope } from "./platform/http/request-scope.ts";
 import { createLogger, type Logger } from "./platform/logger.ts";
+import { passwordHashCost } from "./portal/password.ts";
 import { registerService } from "./running-services.ts";
 import { resolveRuntime } from "./runtime.ts";
 
@@ -67,6 +68,11 @@ async function main(): Promise<void> {
   const offsetMs = Number(process.env.TEST_CLOCK_OFFSET_MS ?? 0);
   if (offsetMs) logger.warn("the clock runs ahead (TEST_CLOCK_OFFSET_MS): tests only", { offsetMs });
   const clock = offsetMs ? { now: () => new Date(Date.now() + offsetMs) } : undefined;
+  // Tests only: new portal passwords are hashed at a lower cost (portal/password.ts).
+  if (process.env.TEST_PASSWORD_HASH_LOG_N)
+    logger.warn("portal passwords are hashed at a test cost (TEST_PASSWORD_HASH_LOG_N): tests only", {
+      logN: passwordHashCost().logN,
+    });
   // Fault tests only: production subscriptions may use local destinations too (with ALLOW_LOCAL_WEBHOOKS), for
   // tests whose point is production delivery. Never in a deployment.
   const productionLocalWebhooks = process.env.TEST_PRODUCTION_LOCAL_WEBHOOKS === "true";

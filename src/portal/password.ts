@@ -6,6 +6,21 @@ import { ApiError, validationFailed } from "../platform/errors.ts";
  * hash, so they can be raised later without touching the hashes already made.
  */
 const PARAMS = { logN: 17, r: 8, p: 1 } as const;
+
+/**
+ * The cost of new hashes: OWASP's, or a lower N the tests ask for (`TEST_PASSWORD_HASH_LOG_N`, test/README.md),
+ * so the many suites that enrol and sign members in do not spend seconds of CPU per password. Read at each
+ * hash, so a test of the hashing limits sets the real cost for itself; the service warns at start when it is
+ * set.
+ */
+export function passwordHashCost(): { logN: number; r: number; p: number } {
+  const asked = process.env.TEST_PASSWORD_HASH_LOG_N;
+  if (!asked) return PARAMS;
+  const logN = Number(asked);
+  if (!Number.isInteger(logN) || logN < 10 || logN > PARAMS.logN)
+    throw new Error(`TEST_PASSWORD_HASH_LOG_N must be an integer from 10 to ${PARAMS.logN}`);
+  return { ...PARAMS, logN };
+}
 const SALT_BYTES = 16;
 const KEY_BYTES = 32;
 /** scrypt needs 128·N·r bytes; node's default cap (32 MiB) is below that, so it is raised with headroom. */
@@ -91,15 +106,11 @@ export function checkPassword(password: string): void {
 /** `scrypt$<log2 N>$<r>$<p>$<salt>$<hash>`, base64url, with a fresh salt. */
 export async function hashPassword(password: string, lane: HashLane = "others"): Promise<string> {
   const salt = randomBytes(SALT_BYTES);
-  const key = await derive(password, salt, PARAMS, lane);
-  return [
-    "scrypt",
-    PARAMS.logN,
-    PARAMS.r,
-    PARAMS.p,
-    salt.toString("base64url"),
-    key.toString("base64url"),
-  ].join("$");
+  const cost = passwordHashCost();
+  const key = await derive(password, salt, cost, lane);
+  return ["scrypt", cost.logN, cost.r, cost.p, salt.toString("base64url"), key.toString("base64url")].join(
+    "$",
+  );
 }
 
 /** True when `password` matches `encoded` (compared in constant time, with the parameters stored in it). */
@@ -116,14 +127,20 @@ export async function verifyPassword(
   return key.length === expected.length && timingSafeEqual(key, expected);
 }
 
-let dummy: Promise<string> | undefined;
+/** One dummy hash per cost, made at first use. */
+const dummies = new Map<number, Promise<string>>();
 
 /**
  * Spends the time of a real verification for an email nobody has, so an answer's timing does not tell
  * whether an account exists.
  */
 export async function verifyDummy(password: string): Promise<false> {
-  dummy ??= hashPassword(randomBytes(16).toString("hex"));
+  const { logN } = passwordHashCost();
+  let dummy = dummies.get(logN);
+  if (!dummy) {
+    dummy = hashPassword(randomBytes(16).toString("hex"));
+    dummies.set(logN, dummy);
+  }
   await verifyPassword(password, await dummy);
   return false;
 }

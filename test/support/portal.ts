@@ -129,3 +129,17 @@ export async function member(
   const { inviteUrl } = await portalAdmin(t).inviteMember({ partnerId, email, role });
   return enrol(t, clock, inviteUrl, email);
 }
+
+/**
+ * Hashes portal passwords at OWASP's cost until disposed (`using _ = productionPasswordCost()`), for the tests
+ * whose point is what real hashes cost; the suite's default is cheaper (test/README.md).
+ */
+export function productionPasswordCost(): Disposable {
+  const before = process.env.TEST_PASSWORD_HASH_LOG_N;
+  delete process.env.TEST_PASSWORD_HASH_LOG_N;
+  return {
+    [Symbol.dispose]: () => {
+      if (before !== undefined) process.env.TEST_PASSWORD_HASH_LOG_N = before;
+    },
+  };
+}
