@@ -2,6 +2,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { dataFiles } from "./config.ts";
+import { processAlive } from "./platform/processes.ts";
 
 /**
  * Services started with `npm start` (on the embedded PostgreSQL) list themselves here for as long as they run,
@@ -33,15 +34,6 @@ async function ownPrivateDir(dir: string): Promise<boolean> {
   if (!st?.isDirectory()) return false;
   const uid = process.getuid?.();
   return uid === undefined || (st.uid === uid && (st.mode & 0o077) === 0);
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 /**
@@ -78,7 +70,8 @@ export async function runningServices(dir = registryDir()): Promise<RunningServi
 
 /** Alive, and still the process its DATA_DIR names (a pid the system has since given to another is not). */
 async function stillRunning(entry: RunningService): Promise<boolean> {
-  if (!Number.isInteger(entry.pid) || !alive(entry.pid) || typeof entry.dataDir !== "string") return false;
+  if (!Number.isInteger(entry.pid) || !processAlive(entry.pid) || typeof entry.dataDir !== "string")
+    return false;
   const service = await fs
     .readFile(path.join(entry.dataDir, dataFiles.service), "utf8")
     .then((text) => JSON.parse(text) as { pid?: number })

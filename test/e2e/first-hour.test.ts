@@ -96,7 +96,16 @@ afterAll(async () => {
     const closed = new Promise((resolve) => service.once("close", () => resolve(true)));
     service.kill("SIGTERM");
     stopped = (await Promise.race([closed, new Promise((r) => setTimeout(() => r(false), 30_000))])) === true;
-    if (!stopped) process.kill(-(service.pid ?? 0), "SIGKILL");
+    if (!stopped) {
+      process.kill(-(service.pid ?? 0), "SIGKILL");
+      // Its PostgreSQL runs in a session of its own: stop it too, so a failed run leaves nothing behind.
+      const pid = Number(
+        (await fs.readFile(path.join(copy, ".data/pg/postmaster.pid"), "utf8").catch(() => "")).split(
+          "\n",
+        )[0],
+      );
+      if (pid > 0) process.kill(pid, "SIGQUIT");
+    }
   }
   if (copy) await fs.rm(copy, { recursive: true, force: true });
   expect(stopped, "npm start did not stop within 30 s of SIGTERM").toBe(true);

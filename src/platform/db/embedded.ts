@@ -5,6 +5,7 @@ import net from "node:net";
 import path from "node:path";
 import pg from "pg";
 import type { Logger } from "../logger.ts";
+import { processAlive } from "../processes.ts";
 import { startPostmaster } from "./postmaster.ts";
 
 /** A running embedded PostgreSQL. */
@@ -71,22 +72,13 @@ export async function freePort(): Promise<number> {
   });
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
 async function waitGone(pid: number, ms: number): Promise<boolean> {
   const until = Date.now() + ms;
   while (Date.now() < until) {
-    if (!alive(pid)) return true;
+    if (!processAlive(pid)) return true;
     await new Promise((r) => setTimeout(r, 50));
   }
-  return !alive(pid);
+  return !processAlive(pid);
 }
 
 /**
@@ -96,14 +88,14 @@ async function waitGone(pid: number, ms: number): Promise<boolean> {
 async function stopOrphan(dataDir: string, clusterDir: string, logger: Logger): Promise<void> {
   const ownerFile = path.join(dataDir, "embedded-postgres.owner");
   const owner = Number((await fs.readFile(ownerFile, "utf8").catch(() => "")).trim());
-  if (owner && owner !== process.pid && alive(owner)) {
+  if (owner && owner !== process.pid && processAlive(owner)) {
     throw new Error(
       `DATA_DIR ${dataDir} is in use by another running instance (pid ${owner}); stop it or use another DATA_DIR`,
     );
   }
   const pidFile = path.join(clusterDir, "postmaster.pid");
   const pid = Number((await fs.readFile(pidFile, "utf8").catch(() => "")).split("\n")[0]);
-  if (!pid || !alive(pid)) return;
+  if (!pid || !processAlive(pid)) return;
   logger.warn("stopping an orphaned embedded PostgreSQL left by an earlier run", { pid });
   process.kill(pid, "SIGINT");
   if (!(await waitGone(pid, 15_000))) {
