@@ -9,6 +9,15 @@ import { startTestApp, type TestApp } from "../support/app.ts";
 import { connectClient, errorInfoOf, grpcUnary, grpcWebClient, rest } from "../support/clients.ts";
 import { type MemberFixture, member } from "../support/portal.ts";
 
+/** The four REST routes of `partner.v1.ApiKeyService`, for key `id`, with a body each accepts. */
+const apiKeyRoutes = (id: string) =>
+  [
+    ["GET", "/partner/v1/api-keys", undefined],
+    ["POST", "/partner/v1/api-keys", {}],
+    ["POST", `/partner/v1/api-keys/${id}/roll`, { expiresInHours: 168 }],
+    ["POST", `/partner/v1/api-keys/${id}/revoke`, {}],
+  ] as const;
+
 // API key management against someone trying: a key (leaked, or the partner's own) minting, rolling or
 // extending keys on any face; one partner's people reaching another's keys or another environment's; a
 // viewer writing; out-of-range overlaps; secrets leaking into the audit log or the logs.
@@ -52,12 +61,7 @@ describe("an API key", () => {
     ] as const) {
       const authorization = `Bearer ${key}`;
       // REST, with and without an Idempotency-Key; every answer is checked against the OpenAPI document.
-      for (const [method, path, body] of [
-        ["GET", "/partner/v1/api-keys", undefined],
-        ["POST", "/partner/v1/api-keys", {}],
-        ["POST", `/partner/v1/api-keys/${id}/roll`, { expiresInHours: 168 }],
-        ["POST", `/partner/v1/api-keys/${id}/revoke`, {}],
-      ] as const) {
+      for (const [method, path, body] of apiKeyRoutes(id)) {
         const withKey: Record<string, string> = { "idempotency-key": `k-${method}-${path}` };
         for (const headers of [{}, withKey]) {
           const res = await rest(t.partnerUrl, method, path, { key, body, headers });
@@ -110,12 +114,7 @@ describe("an API key", () => {
     for (const [name, authorization, expected] of cases) {
       const headers: Record<string, string> = authorization ? { authorization } : {};
       // REST: every answer is also checked against the OpenAPI document, which lists these 401s.
-      for (const [method, path, body] of [
-        ["GET", "/partner/v1/api-keys", undefined],
-        ["POST", "/partner/v1/api-keys", {}],
-        ["POST", `/partner/v1/api-keys/${id}/roll`, { expiresInHours: 168 }],
-        ["POST", `/partner/v1/api-keys/${id}/revoke`, {}],
-      ] as const) {
+      for (const [method, path, body] of apiKeyRoutes(id)) {
         const res = await rest(t.partnerUrl, method, path, { body, headers });
         expect([res.status, res.body.code], `${name}: ${method} ${path}`).toEqual([401, expected]);
       }
