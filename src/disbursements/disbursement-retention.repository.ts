@@ -1,8 +1,8 @@
 import type { BooksService } from "../books/books.service.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
+import { FIXTURE_LENDER_ID } from "../platform/tenancy.ts";
 import type { PurgeBatch, PurgeStep } from "../retention/retention.service.ts";
-import { FIXTURE_LENDER_ID } from "../sandbox/fixtures.ts";
 import { disbursementRepository, lenderScope } from "./disbursement.repository.ts";
 
 /**
