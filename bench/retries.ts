@@ -15,6 +15,7 @@ import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { PgBoss } from "pg-boss";
+import { schema } from "../src/entities.ts";
 import { systemClock } from "../src/platform/clock.ts";
 import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
 import { createOrm } from "../src/platform/db/orm.ts";
@@ -94,7 +95,7 @@ const subscribe = async (name: string, url: string, count: number) => {
 };
 
 try {
-  const orm = await createOrm({ databaseUrl: db.url, poolSize: 8, logger });
+  const orm = await createOrm({ databaseUrl: db.url, schema, poolSize: 8, logger });
   const boss = new PgBoss({
     connectionString: db.url,
     schema: BOSS_SCHEMA,

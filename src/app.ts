@@ -3,6 +3,7 @@ import type { Config } from "./config.ts";
 import { registerConsentJobs } from "./consent/consent.jobs.ts";
 import { registerDisbursementJobs } from "./disbursements/disbursement.jobs.ts";
 import { registerRefundJobs } from "./disbursements/refund.jobs.ts";
+import { schema } from "./entities.ts";
 import { registerIdempotencyJobs } from "./idempotency/idempotency.jobs.ts";
 import { startListeners } from "./listeners.ts";
 import { registerPersonJobs } from "./person/person.jobs.ts";
@@ -70,10 +71,11 @@ export interface App {
 export async function createApp(options: AppOptions): Promise<App> {
   const { config, databaseUrl, logger } = options;
   const clock = options.clock ?? systemClock;
-  const applied = await migrate(databaseUrl, logger);
+  const applied = await migrate(databaseUrl, schema, logger);
   if (applied.length) logger.info("applied migrations", { migrations: applied });
   const orm = await createOrm({
     databaseUrl,
+    schema,
     poolSize: config.dbPoolSize,
     logger,
     timeouts: config.dbTimeouts,

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { schema } from "../../src/entities.ts";
 import { createOrm, type Orm } from "../../src/platform/db/orm.ts";
 import { createLogger } from "../../src/platform/logger.ts";
 import { everyTenant, scopeToTenant, TENANT } from "../../src/platform/tenancy.ts";
@@ -12,6 +13,7 @@ let orm: Orm;
 beforeAll(async () => {
   orm = await createOrm({
     databaseUrl: await createTestDatabase(),
+    schema,
     poolSize: 2,
     logger: createLogger({ level: "silent" }),
   });
