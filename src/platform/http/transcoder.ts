@@ -18,9 +18,8 @@ import type { ContextValues, HandlerContext } from "@connectrpc/connect";
 import { ApiError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import { requestValues } from "../rpc/context.ts";
-import type { Edge } from "../rpc/edge.ts";
+import type { Edge } from "../rpc/pipeline.ts";
 import { toApiError } from "../rpc/errors.ts";
-import { validateRequest } from "../rpc/validation.ts";
 import { checkInt64Json } from "./int64-json.ts";
 import { compileTemplate, type PathTemplate } from "./path-template.ts";
 import { type AnyResponse, writeRestError } from "./rest-errors.ts";
@@ -482,8 +481,7 @@ export function createTranscoder({ services, edge, logger, maxBodyBytes }: Trans
           (err as Error).message.replace(/^cannot decode /, "Cannot read "),
         );
       }
-      // The contract's protovalidate rules, as on the Connect and gRPC faces (platform/rpc/interceptor.ts).
-      validateRequest(route.method.input, request);
+      // The edge checks the contract's rules first (src/edge/validation.ts), as on the Connect and gRPC faces.
       const output = await edge.invoke(call, request, async () => route.fn(request, ctx));
       if (route.method.output.typeName === "google.api.HttpBody") {
         // google.api.HttpBody: the handler's bytes are the response, as they are.
