@@ -31,13 +31,13 @@ import { createPortalAdminHandlers } from "../portal/portal-admin.handlers.ts";
 import { createTeamHandlers } from "../portal/team.handlers.ts";
 import { createSandboxHandlers } from "../sandbox/sandbox.handlers.ts";
 import { createSandboxAdminHandlers } from "../sandbox/sandbox-admin.handlers.ts";
-import type { Services } from "../services.ts";
 import { createKeysHandlers, createSigningKeyAdminHandlers } from "../signing/keys.handlers.ts";
 import { createIngestHandlers, createSnapshotHandlers } from "../snapshot/snapshot.handlers.ts";
 import { createWebhookHandlers } from "../webhooks/webhooks.handlers.ts";
+import type { EdgeServices } from "./dependencies.ts";
 
 /** The partner services (`partner.v1`), each implemented once and served on every face of the partner listener. */
-export function partnerServices(s: Services, clock: Clock): BoundService[] {
+export function partnerServices(s: EdgeServices, clock: Clock): BoundService[] {
   return [
     bind(KeysService, createKeysHandlers(s.signingKeys)),
     // Portal sessions only: an API key is refused (docs/portal.md).
@@ -51,7 +51,7 @@ export function partnerServices(s: Services, clock: Clock): BoundService[] {
 }
 
 /** The operator's services (`internal.v1`), on the internal listener behind the service token. */
-export function internalServices(s: Services, clock: Clock): BoundService[] {
+export function internalServices(s: EdgeServices, clock: Clock): BoundService[] {
   return [
     bind(PartnerService, createPartnerHandlers(s.partners, s.limits)),
     bind(ApiKeyService, createApiKeyHandlers(s.apiKeys, clock, s.limits)),

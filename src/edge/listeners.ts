@@ -1,6 +1,5 @@
 import { ApiKeyService as PartnerApiKeyService } from "../../gen/partner/v1/api_keys_pb.ts";
 import { WebhookService } from "../../gen/partner/v1/webhooks_pb.ts";
-import type { Config } from "../config.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Orm } from "../platform/db/orm.ts";
 import { type Listener, listen } from "../platform/http/listener.ts";
@@ -8,10 +7,10 @@ import { createTranscoder } from "../platform/http/transcoder.ts";
 import type { Logger } from "../platform/logger.ts";
 import { precheckTable } from "../platform/rpc/prechecks.ts";
 import { reflectionServices } from "../platform/rpc/reflection.ts";
-import type { Services } from "../services.ts";
 import { createWebhookPrechecks } from "../webhooks/webhook.prechecks.ts";
 import { internalServices, partnerServices, portalServices } from "./bindings.ts";
 import { connectHandler, MAX_BODY_BYTES, withReflection } from "./connect.ts";
+import type { EdgeServices, ListenerConfig } from "./dependencies.ts";
 import { serveHealth, serveMetrics } from "./fixed-routes.ts";
 import { createInternalEdge } from "./internal-edge.ts";
 import { createPartnerEdge } from "./partner-edge.ts";
@@ -22,8 +21,8 @@ import { compileRequestRules, validateRequest } from "./validation.ts";
 
 /** Options for {@link startListeners}. */
 export interface ListenerOptions {
-  config: Readonly<Config>;
-  services: Services;
+  config: Readonly<ListenerConfig>;
+  services: EdgeServices;
   clock: Clock;
   logger: Logger;
   internalToken: string;

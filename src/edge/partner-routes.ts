@@ -7,15 +7,15 @@ import { type AnyResponse, writeRestError } from "../platform/http/rest-errors.t
 import type { AnyRequest, Transcoder } from "../platform/http/transcoder.ts";
 import type { Logger } from "../platform/logger.ts";
 import { loadPortalAssets, PORTAL_PREFIX } from "../portal/web-assets.ts";
-import type { Services } from "../services.ts";
 import { PORTAL_PROCEDURES } from "./bindings.ts";
+import type { EdgeServices } from "./dependencies.ts";
 import { receiveProviderWebhook, serveDocs, serveHealth } from "./fixed-routes.ts";
 import { requestIdOf } from "./request-id.ts";
 import { PROCEDURE } from "./routes.ts";
 
 /** What the partner listener routes to. */
 export interface PartnerRoutes {
-  services: Services;
+  services: EdgeServices;
   orm: Orm;
   logger: Logger;
   corsOrigins: readonly string[];
@@ -54,19 +54,14 @@ export function partnerRoutes(o: PartnerRoutes): Handler {
     if (url.startsWith(PORTAL_PREFIX) && portalAssets.serve(req, res, requestIdOf(req))) return;
     // The pages answer their own errors; a rejection that escapes them is answered 500 here, so no request can
     // bring the process down.
-    const id = requestIdOf(req);
-    if (url.startsWith("/consent/"))
-      return void services.pages
-        .handle(services.consentFlow, orm.em.fork(), req, res, id)
-        .catch(pageFailed(req, res));
-    if (url.startsWith("/mandate/"))
-      return void services.pages
-        .handle(services.mandateFlow, orm.em.fork(), req, res, id)
-        .catch(pageFailed(req, res));
-    if (url.startsWith("/prompt/"))
-      return void services.pages
-        .prompt(orm.em.fork(), req, res, id, services.openPrompt)
-        .catch(pageFailed(req, res));
+    const page = url.startsWith("/consent/")
+      ? services.hostedPages.consent
+      : url.startsWith("/mandate/")
+        ? services.hostedPages.mandate
+        : url.startsWith("/prompt/")
+          ? services.hostedPages.prompt
+          : undefined;
+    if (page) return void page(orm.em.fork(), req, res, requestIdOf(req)).catch(pageFailed(req, res));
     if (url === PAYSTACK_WEBHOOK_PATH && services.providerWebhooks.enabled())
       return void receiveProviderWebhook(orm.em.fork(), services.providerWebhooks, req, res, logger);
     if (serveHealth(url, res, o.ready)) return;

@@ -1,5 +1,4 @@
 import { TeamService } from "../../gen/portal/v1/team_pb.ts";
-import type { BucketSpec } from "../config.ts";
 import type { Orm } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { rateLimitHeaders } from "../platform/http/rate-limit-headers.ts";
@@ -25,7 +24,7 @@ export interface PortalEdgeOptions {
   publicUrlFixed?: boolean;
   /** Each member's own buckets for the portal's services (the service's default read and write limits). */
   rateLimiter: RateLimiter;
-  buckets: { read: BucketSpec; write: BucketSpec };
+  buckets: Record<"read" | "write", Parameters<RateLimiter["take"]>[3]>;
   validate: RequestValidator;
 }
 
