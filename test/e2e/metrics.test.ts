@@ -1,3 +1,4 @@
+import { register } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KeysService } from "../../gen/partner/v1/keys_pb.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
@@ -223,5 +224,29 @@ describe("/metrics", () => {
     expect([...filled]).toEqual(expect.arrayContaining(FILLED));
     expect(bounds.size).toBeGreaterThan(0);
     for (const [series, le] of bounds) expect(le, series).toEqual([...BUCKETS, "+Inf"]);
+  });
+
+  it("adds prom-client's process and Node.js metrics, in the service's own registry", async () => {
+    const text = await (await scrape()).text();
+    for (const [name, type] of [
+      ["process_cpu_user_seconds_total", "counter"],
+      ["process_cpu_system_seconds_total", "counter"],
+      ["process_resident_memory_bytes", "gauge"],
+      ["process_open_fds", "gauge"],
+      ["process_start_time_seconds", "gauge"],
+      ["nodejs_eventloop_lag_seconds", "gauge"],
+      ["nodejs_eventloop_lag_p99_seconds", "gauge"],
+      ["nodejs_gc_duration_seconds", "histogram"],
+      ["nodejs_heap_size_used_bytes", "gauge"],
+      ["nodejs_active_handles_total", "gauge"],
+    ]) {
+      expect(text).toMatch(new RegExp(`^# TYPE ${name} ${type}$`, "m"));
+    }
+    expect(sample(text, "process_cpu_user_seconds_total", {})).toBeGreaterThan(0);
+    expect(sample(text, "process_resident_memory_bytes", {})).toBeGreaterThan(0);
+    const families = [...text.matchAll(/^# TYPE (\S+) /gm)].map(([, name]) => name);
+    expect(families.length).toBe(new Set(families).size);
+    // prom-client's global registry, which any library in the process may fill, is left alone.
+    expect(register.getMetricsAsArray()).toEqual([]);
   });
 });
