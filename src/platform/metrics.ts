@@ -55,8 +55,8 @@ export class HttpMetrics {
   readonly #requests: PromCounter<RequestLabel>;
   readonly #latency: Histogram<LatencyLabel>;
   // prom-client's per-series handles, found by listener, face and route, then by a number for method and status:
-  // a request allocates nothing here once its series exist (no labels object, no key string), as before
-  // prom-client; what remains per request is prom-client's own update.
+  // this runs on every request, and allocates nothing here once its series exist (no labels object, no key
+  // string); what remains per request is prom-client's own update.
   readonly #series = new Map<string, Map<string, Map<string, RouteSeries>>>();
   constructor(registry: Registry, buckets: readonly number[]) {
     this.#requests = new PromCounter({
@@ -148,10 +148,10 @@ class GaugeReadWhenScraped extends Gauge {
 }
 
 /**
- * The exposition text (format 0.0.4), a family at a time as before prom-client: the gauges that read the
- * database take one pooled connection at a time, not one each at once. A family that cannot be read (its query
- * failed, or timed out at the database's limits, which bound how long a scrape can wait) is left out and says
- * so in a comment; the rest is served.
+ * The exposition text (format 0.0.4), a family at a time rather than all at once as prom-client's own
+ * `registry.metrics()` does: the gauges that read the database then hold one pooled connection at a time, not
+ * one each, and a family that cannot be read (its query failed, or ran into the database's time-outs, which
+ * bound how long a scrape waits) fails only itself: it is left out, with a comment saying so.
  */
 async function render(registry: Registry): Promise<string> {
   const parts: string[] = [];
