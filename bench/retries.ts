@@ -22,7 +22,7 @@ import { createOrm } from "../src/platform/db/orm.ts";
 import { BOSS_SCHEMA } from "../src/platform/jobs/boss.ts";
 import { createJobs } from "../src/platform/jobs/jobs.ts";
 import { createLogger } from "../src/platform/logger.ts";
-import { createOutbox } from "../src/webhooks/outbox.ts";
+import { createOutbox } from "../src/webhooks/outbox.service.ts";
 import { retrySchedule } from "../src/webhooks/schedule.ts";
 import { internalCall, report, startService } from "./support.ts";
 

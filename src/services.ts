@@ -53,7 +53,7 @@ import { createDeliveriesService } from "./webhooks/deliveries.service.ts";
 import { createDeliveryWorker } from "./webhooks/delivery.worker.ts";
 import type { DestinationPolicy, Resolver } from "./webhooks/destination.ts";
 import { createDnsResolver } from "./webhooks/dns.ts";
-import { createOutbox } from "./webhooks/outbox.ts";
+import { createOutbox } from "./webhooks/outbox.service.ts";
 import { createSender } from "./webhooks/sender.ts";
 import { createWebhookService } from "./webhooks/webhook.service.ts";
 import { webhookPurges } from "./webhooks/webhook-retention.repository.ts";

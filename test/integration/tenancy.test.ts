@@ -113,6 +113,7 @@ describe("raw SQL", () => {
   it("runs only in repositories and the few places that own no feature's table", () => {
     const allowed = [
       "platform/db/sql.ts", // defines it
+      "platform/db/purge.ts", // the counted and batched deletes repositories' purges run through it
       "platform/crypto/data-keys.ts", // owns data_keys
       "platform/http/listener-registry.ts", // owns instance_listeners
       "platform/metrics-gauges.ts", // the queue and backlog gauges of /metrics, read-only
