@@ -226,7 +226,7 @@ export function violationsError(violations: Violation[], request: Message): ApiE
 export function createRequestValidator(): RequestValidator {
   const validator = createValidator();
   return (schema, request) => {
-    const result = validator.validate(schema, request as never);
+    const result = validator.validate(schema, request);
     if (result.kind === "valid") return;
     // A rule the validator cannot compile is our bug, not the caller's: it surfaces as `internal`.
     if (result.kind === "error") throw result.error;
