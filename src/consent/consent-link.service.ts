@@ -11,6 +11,7 @@ import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isHostName } from "../platform/hostname.ts";
 import { isId, newId } from "../platform/ids.ts";
 import { pageOf, pageSize, unknownCursor } from "../platform/paging.ts";
+import { isE164, last4 } from "../platform/phone.ts";
 import { type Environment, tenantOf } from "../platform/tenancy.ts";
 import { createPageTokenLookup } from "../platform/unknown-set.ts";
 import type { UserService } from "../users/user.service.ts";
@@ -22,7 +23,6 @@ import {
   type GrantTerms,
 } from "./consent.service.ts";
 import type { ConsentLink } from "./consent-link.entity.ts";
-import { isE164, last4 } from "./phone.ts";
 
 /** Binds a sealed link token to its link. */
 export const linkTokenAad = (linkId: string) => `consent-link:${linkId}`;
