@@ -172,12 +172,8 @@ function mandateDecisions(
     byToken,
     id: (d) => d.id,
     partnerId: (d) => d.partnerId,
-    closedAs: (d) =>
-      d.status !== "AWAITING_ACCEPTANCE" || lapsed(o, d)
-        ? lapsed(o, d)
-          ? "CANCELLED"
-          : d.status
-        : undefined,
+    // A lapsed mandate is CANCELLED whether or not the minute sweep has written it yet.
+    closedAs: (d) => (lapsed(o, d) ? "CANCELLED" : d.status === "AWAITING_ACCEPTANCE" ? undefined : d.status),
     codeSubject: (em, d) => subjectOf(o, em, d),
     codeMessage: (code, partner) =>
       `${code} is your code to answer ${partner}'s loan offer. It expires in 10 minutes. Never share it.`,
