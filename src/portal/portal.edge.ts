@@ -1,10 +1,9 @@
 import { TeamService } from "../../gen/portal/v1/team_pb.ts";
-import type { BucketSpec } from "../config.ts";
 import type { Orm } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { kEm, kRequestHost } from "../platform/rpc/context.ts";
 import { type Edge, rateLimitHeaders } from "../platform/rpc/edge.ts";
-import type { RateLimiter } from "../ratelimit/rate-limiter.ts";
+import type { BucketSpec, RateLimiter } from "../ratelimit/limiters.service.ts";
 import { cookieOf, DEVICE_COOKIE, requireSameOrigin, SESSION_COOKIE } from "./cookies.ts";
 import { kClientAddress, kPortal } from "./portal.context.ts";
 import type { SessionService } from "./session.service.ts";

@@ -1,4 +1,3 @@
-import type { BucketSpec } from "../config.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
@@ -8,7 +7,7 @@ import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import { type Environment, tenantOf } from "../platform/tenancy.ts";
-import { createWorkLimiter } from "../ratelimit/work-limiter.ts";
+import { type BucketSpec, createWorkLimiter } from "../ratelimit/limiters.service.ts";
 import { secretAad } from "./delivery.worker.ts";
 import { deliveryLogRepository as log } from "./delivery-log.repository.ts";
 import {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOrm, type Orm } from "../../src/platform/db/orm.ts";
 import { sql } from "../../src/platform/db/sql.ts";
 import { createLogger } from "../../src/platform/logger.ts";
-import { createKeyedBuckets } from "../../src/ratelimit/keyed-buckets.ts";
+import { createKeyedBuckets } from "../../src/ratelimit/limiters.service.ts";
 import { rateLimitBucketsPurge } from "../../src/ratelimit/rate-limit-retention.repository.ts";
 import { createTestDatabase } from "../support/db.ts";
 
