@@ -15,7 +15,7 @@ import type { AuthMethod, Consent } from "./consent.entity.ts";
 import { consentRepository as repo } from "./consent.repository.ts";
 import { scopes as allScopes, isScope, type Scope } from "./scopes.ts";
 
-export type { Consent };
+export type { Consent, Scope };
 
 /** What a grant asks for, checked by {@link checkGrantTerms}. */
 export interface GrantTerms {

@@ -17,6 +17,9 @@ import {
 } from "./limits.ts";
 import { rateLimitRepository } from "./rate-limit.repository.ts";
 
+/** The limits as the internal API carries them, for the handlers of the methods that read and change them. */
+export { keyLimitsMessage, limitChangeOf, partnerLimitsMessage } from "./limits-messages.ts";
+
 /** One key's own overrides and what it gets. */
 export interface KeyLimitsView {
   keyId: string;

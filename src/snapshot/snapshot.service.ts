@@ -1,5 +1,4 @@
-import { consentRefusal } from "../consent/consent.service.ts";
-import type { Scope } from "../consent/scopes.ts";
+import { consentRefusal, type Scope } from "../consent/consent.service.ts";
 import { utcDay } from "../ledger/ledger.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { signEd25519 } from "../platform/crypto/ed25519.ts";
