@@ -5,16 +5,14 @@ import path from "node:path";
 import type { SmsConfig } from "./person/sms.ts";
 import { ms } from "./platform/clock.ts";
 import type { LogLevel } from "./platform/logger.ts";
+import type { BucketSpec } from "./ratelimit/limiters.service.ts";
 import { retrySchedule } from "./webhooks/schedule.ts";
 
 /** Which parts of the service this process runs (ARCHITECTURE.md "Processes and listeners"). */
 export type Role = "all" | "api" | "worker";
 
-/** A token bucket: `capacity` tokens, refilled at `refillPerSecond` (CONTRACT.md §8). */
-export interface BucketSpec {
-  capacity: number;
-  refillPerSecond: number;
-}
+/** A token bucket (the rate limit feature's). */
+export type { BucketSpec };
 
 /** The service's configuration, read once from the environment and frozen (CONTRACT.md §10). */
 export interface Config {

@@ -36,11 +36,14 @@ import { createMetrics } from "./platform/metrics.ts";
 import { registerDatabaseGauges } from "./platform/metrics-gauges.ts";
 import { createPortal } from "./portal/portal.ts";
 import { portalPurges } from "./portal/portal-retention.repository.ts";
-import { ADDRESS_LIMITS, createAddressGuard } from "./ratelimit/address-guard.ts";
-import { createConcurrencyLimiter } from "./ratelimit/concurrency-limiter.ts";
+import {
+  ADDRESS_LIMITS,
+  createAddressGuard,
+  createConcurrencyLimiter,
+  createRateLimiter,
+} from "./ratelimit/limiters.service.ts";
 import { createLimitsService } from "./ratelimit/limits.service.ts";
 import { rateLimitBucketsPurge } from "./ratelimit/rate-limit-retention.repository.ts";
-import { createRateLimiter } from "./ratelimit/rate-limiter.ts";
 import { createRetentionService } from "./retention/retention.service.ts";
 import { createSandboxFixtures } from "./sandbox/fixtures.ts";
 import { createSandboxService } from "./sandbox/sandbox.service.ts";

@@ -3,19 +3,11 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ApiKey_Status, type ApiKeySchema, type ApiKeyService } from "../../gen/internal/v1/api_keys_pb.ts";
 import type { Clock } from "../platform/clock.ts";
-import { validationFailed } from "../platform/errors.ts";
 import { emOf } from "../platform/rpc/context.ts";
-import type { Environment } from "../platform/tenancy.ts";
-import { createLimitsHandlers } from "../ratelimit/limits.handlers.ts";
-import type { LimitsService } from "../ratelimit/limits.service.ts";
+import { parseEnvironment } from "../platform/tenancy.ts";
+import { keyLimitsMessage, type LimitsService, limitChangeOf } from "../ratelimit/limits.service.ts";
 import type { ApiKeyRow } from "./api-key.entity.ts";
 import { apiKeyStatus, type ApiKeyService as Keys } from "./api-key.service.ts";
-
-/** Reads an environment name, or fails with `validation_failed`. */
-export function parseEnvironment(value: string): Environment {
-  if (value === "sandbox" || value === "production") return value;
-  throw validationFailed({ environment: 'must be "sandbox" or "production"' });
-}
 
 function toApiKey(row: ApiKeyRow, now: Date): MessageInitShape<typeof ApiKeySchema> {
   return {
@@ -30,14 +22,13 @@ function toApiKey(row: ApiKeyRow, now: Date): MessageInitShape<typeof ApiKeySche
   };
 }
 
-/** `internal.v1.ApiKeyService`; a key's own limits are the limits feature's. */
+/** `internal.v1.ApiKeyService`; a key's own limits are kept by the limits feature. */
 export function createApiKeyHandlers(
   keys: Keys,
   clock: Clock,
   limits: LimitsService,
 ): ServiceImpl<typeof ApiKeyService> {
   return {
-    ...createLimitsHandlers(limits).apiKey,
     async issueApiKey(req, ctx) {
       const { row, key } = await keys.issue(
         emOf(ctx.values),
@@ -57,6 +48,10 @@ export function createApiKeyHandlers(
     async listApiKeys(req, ctx) {
       const now = clock.now();
       return { apiKeys: (await keys.list(emOf(ctx.values), req.partnerId)).map((r) => toApiKey(r, now)) };
+    },
+    async setApiKeyLimits(req, ctx) {
+      const change = limitChangeOf(req.limits, req.reset);
+      return { limits: keyLimitsMessage(await limits.setForKey(emOf(ctx.values), req.keyId, change)) };
     },
   };
 }

@@ -7,7 +7,7 @@ import type { Em } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { callerOf, emOf } from "../platform/rpc/context.ts";
 import type { Caller } from "../platform/tenancy.ts";
-import { portalMemberOf } from "../portal/portal.context.ts";
+import { portalMemberOf } from "../portal/session.service.ts";
 import type { ApiKeyRow } from "./api-key.entity.ts";
 import { apiKeyStatus, type ApiKeyService as Keys } from "./api-key.service.ts";
 

@@ -18,8 +18,7 @@ import type { MandateService } from "../disbursements/mandate.service.ts";
 import { validationFailed } from "../platform/errors.ts";
 import { emOf } from "../platform/rpc/context.ts";
 import type { Environment } from "../platform/tenancy.ts";
-import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
-import type { UserService } from "../users/user.service.ts";
+import type { PaymentInstrumentStore, UserService } from "../users/user.service.ts";
 import type { Consent, ConsentService } from "./consent.service.ts";
 import type { ConsentLinkService, LinkView } from "./consent-link.service.ts";
 

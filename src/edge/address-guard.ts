@@ -1,7 +1,7 @@
 import { ApiError } from "../platform/errors.ts";
 import { type AnyResponse, writeRestError } from "../platform/http/rest-errors.ts";
 import type { AnyRequest } from "../platform/http/transcoder.ts";
-import type { AddressGuard } from "../ratelimit/address-guard.ts";
+import type { AddressGuard } from "../ratelimit/limiters.service.ts";
 import { FIXED_PATHS, PAGE_PREFIXES } from "./routes.ts";
 
 /** Set on a request that took a failure's token from its address's bucket on arrival. */

@@ -5,9 +5,9 @@ import { rateClassOf } from "../platform/http/rules.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import type { EdgeCall } from "../platform/rpc/pipeline.ts";
 import type { Caller } from "../platform/tenancy.ts";
+import type { RateLimiter } from "../ratelimit/limiters.service.ts";
 import { kLimits } from "../ratelimit/limits.context.ts";
 import type { LimitsService } from "../ratelimit/limits.service.ts";
-import type { RateLimiter } from "../ratelimit/rate-limiter.ts";
 
 /** The partner API's rate limits: each key's buckets, and its partner's limits on expensive work. */
 export interface RateLimits {

@@ -7,7 +7,7 @@ import type { Edge, RequestValidator } from "../platform/rpc/pipeline.ts";
 import { cookieOf, DEVICE_COOKIE, requireSameOrigin, SESSION_COOKIE } from "../portal/cookies.ts";
 import { kClientAddress, kPortal } from "../portal/portal.context.ts";
 import type { SessionService } from "../portal/session.service.ts";
-import type { RateLimiter } from "../ratelimit/rate-limiter.ts";
+import type { BucketSpec, RateLimiter } from "../ratelimit/limiters.service.ts";
 
 /** The portal's methods that only read, for the rate-limit class (the rest write). */
 const READS = new Set(["WhoAmI", "ListMembers", "ListAuditEvents"]);
@@ -24,7 +24,7 @@ export interface PortalEdgeOptions {
   publicUrlFixed?: boolean;
   /** Each member's own buckets for the portal's services (the service's default read and write limits). */
   rateLimiter: RateLimiter;
-  buckets: Record<"read" | "write", Parameters<RateLimiter["take"]>[3]>;
+  buckets: { read: BucketSpec; write: BucketSpec };
   validate: RequestValidator;
 }
 

@@ -3,8 +3,8 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { PartnerSchema, PartnerService } from "../../gen/internal/v1/partners_pb.ts";
 import { emOf } from "../platform/rpc/context.ts";
-import { createLimitsHandlers } from "../ratelimit/limits.handlers.ts";
-import type { LimitsService } from "../ratelimit/limits.service.ts";
+import { parseEnvironment } from "../platform/tenancy.ts";
+import { type LimitsService, limitChangeOf, partnerLimitsMessage } from "../ratelimit/limits.service.ts";
 import type { Partner } from "./partner.entity.ts";
 import type { PartnerService as Partners } from "./partner.service.ts";
 
@@ -19,13 +19,12 @@ function toPartner(p: Partner): MessageInitShape<typeof PartnerSchema> {
   };
 }
 
-/** `internal.v1.PartnerService`; the partner's limits are the limits feature's. */
+/** `internal.v1.PartnerService`; the partner's limits are kept by the limits feature. */
 export function createPartnerHandlers(
   partners: Partners,
   limits: LimitsService,
 ): ServiceImpl<typeof PartnerService> {
   return {
-    ...createLimitsHandlers(limits).partner,
     async createPartner(req, ctx) {
       return { partner: toPartner(await partners.create(emOf(ctx.values), req.name, req.feeRateBps)) };
     },
@@ -43,6 +42,20 @@ export function createPartnerHandlers(
     },
     async setPartnerFee(req, ctx) {
       return { partner: toPartner(await partners.setFee(emOf(ctx.values), req.partnerId, req.feeRateBps)) };
+    },
+    async getPartnerLimits(req, ctx) {
+      return {
+        environments: (await limits.forPartner(emOf(ctx.values), req.partnerId)).map(partnerLimitsMessage),
+      };
+    },
+    async setPartnerLimits(req, ctx) {
+      const view = await limits.setForPartner(
+        emOf(ctx.values),
+        req.partnerId,
+        parseEnvironment(req.environment),
+        limitChangeOf(req.limits, req.reset),
+      );
+      return { limits: partnerLimitsMessage(view) };
     },
   };
 }

@@ -1,4 +1,5 @@
 import type { Em } from "./db/orm.ts";
+import { validationFailed } from "./errors.ts";
 
 /** The two environments (CONTRACT.md §2). One deployment serves both; the API key decides. */
 export const environments = ["sandbox", "production"] as const;
@@ -12,6 +13,12 @@ export type Environment = (typeof environments)[number];
  * and repayment history), partner lists leave it out, and retention never purges it.
  */
 export const FIXTURE_LENDER_ID = "ptn_00000000000000000000SANDBX";
+
+/** Reads an environment name, or fails with `validation_failed`. */
+export function parseEnvironment(value: string): Environment {
+  if (value === "sandbox" || value === "production") return value;
+  throw validationFailed({ environment: 'must be "sandbox" or "production"' });
+}
 
 /** Who is calling: established from the API key at the edge, read by every partner handler. */
 export interface Caller {

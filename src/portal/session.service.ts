@@ -8,6 +8,10 @@ import type { Role } from "./roles.ts";
 import { PortalSessionEntity } from "./session.entity.ts";
 import { sessionRepository } from "./session.repository.ts";
 
+/** What other features read of a portal session: the member behind a call, and the environment header. */
+export { type PortalMember, portalMemberOf } from "./portal.context.ts";
+export { ENVIRONMENT_HEADER } from "./portal.gate.ts";
+
 /** Sessions end after 30 minutes without a call, and 12 hours after sign-in in any case (docs/portal.md). */
 export const SESSION_IDLE_MS = 30 * ms.minute;
 /** See {@link SESSION_IDLE_MS}. */

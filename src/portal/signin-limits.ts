@@ -1,8 +1,6 @@
-import type { BucketSpec } from "../config.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
-import { createAddressGuard } from "../ratelimit/address-guard.ts";
-import { createKeyedBuckets } from "../ratelimit/keyed-buckets.ts";
+import { type BucketSpec, createAddressGuard, createKeyedBuckets } from "../ratelimit/limiters.service.ts";
 
 /** The sign-in buckets' limits (`Config.portalSignin`, docs/portal.md "Signing in"). */
 export interface SigninLimitsSpec {

@@ -7,9 +7,9 @@ import { ApiError } from "../platform/errors.ts";
 import { addressKey } from "../platform/ip.ts";
 import type { Actor, AuditService } from "./audit.service.ts";
 import type { DeviceCookies } from "./device-cookie.ts";
+import { memberTotpAad } from "./enrolment.ts";
 import { PortalMemberEntity, type PortalMemberRow } from "./member.entity.ts";
 import { verifyDummy, verifyPassword } from "./password.ts";
-import { memberTotpAad } from "./people.service.ts";
 import type { SessionService } from "./session.service.ts";
 import { createSigninLimits, type SigninCharge, type SigninLimitsSpec } from "./signin-limits.ts";
 import { isRecoveryCode, totpStep, useRecoveryCode } from "./totp.ts";
@@ -34,6 +34,29 @@ export interface SigninServiceOptions {
 export type SigninService = ReturnType<typeof createSigninService>;
 
 /**
+ * The second factor: a TOTP code not used before, or a recovery code (then used up). Either is recorded on
+ * `member`, to be flushed in the sign-in's transaction.
+ */
+function secondFactor(
+  { box, clock }: Pick<SigninServiceOptions, "box" | "clock">,
+  member: PortalMemberRow,
+  code: string,
+): "recovery" | "totp" | undefined {
+  if (isRecoveryCode(code)) {
+    const rest = useRecoveryCode(member.recoveryHashes, code);
+    if (!rest) return undefined;
+    member.recoveryHashes = rest;
+    return "recovery";
+  }
+  const secret = box.open(member.totpEnc, memberTotpAad(member.id)).toString();
+  const step = totpStep(secret, code.trim(), clock.now().getTime());
+  // A code already accepted (or an older one) is refused: a code seen over a shoulder is spent.
+  if (step === undefined || step <= member.totpLastStep) return undefined;
+  member.totpLastStep = step;
+  return "totp";
+}
+
+/**
  * Sign-in: email, password and a TOTP code (or a recovery code, used up). Every failure is the same 401,
  * after the same work (an unknown email still costs a password hash), and the limits on failures are kept per
  * email whether or not it is a member's, so nothing tells which emails exist. A browser that has signed in as
@@ -41,24 +64,8 @@ export type SigninService = ReturnType<typeof createSigninService>;
  * the same.
  */
 export function createSigninService(o: SigninServiceOptions) {
-  const { clock, box, audit, sessions, devices } = o;
+  const { audit, sessions, devices } = o;
   const limits = createSigninLimits(o.limits);
-
-  /** The second factor: a TOTP code not used before, or a recovery code (then used up). */
-  const secondFactor = (member: PortalMemberRow, code: string) => {
-    if (isRecoveryCode(code)) {
-      const rest = useRecoveryCode(member.recoveryHashes, code);
-      if (!rest) return undefined;
-      member.recoveryHashes = rest;
-      return "recovery" as const;
-    }
-    const secret = box.open(member.totpEnc, memberTotpAad(member.id)).toString();
-    const step = totpStep(secret, code.trim(), clock.now().getTime());
-    // A code already accepted (or an older one) is refused: a code seen over a shoulder is spent.
-    if (step === undefined || step <= member.totpLastStep) return undefined;
-    member.totpLastStep = step;
-    return "totp" as const;
-  };
 
   return {
     /** The bucket families of failed sign-ins, for the retention purge. */
@@ -108,7 +115,7 @@ export function createSigninService(o: SigninServiceOptions) {
                 { lockMode: LockMode.PESSIMISTIC_WRITE },
               );
               // The second factor is asked of every browser, known to the member or not.
-              const how = member ? secondFactor(member, code) : undefined;
+              const how = member ? secondFactor(o, member, code) : undefined;
               if (!member || !how) return undefined;
               await tx.flush();
               await limits.succeeded(tx, charge);

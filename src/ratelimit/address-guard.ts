@@ -1,8 +1,4 @@
-/** A token bucket's size and refill. */
-export interface BucketSpec {
-  capacity: number;
-  refillPerSecond: number;
-}
+import type { BucketSpec } from "./limiters.service.ts";
 
 /**
  * The limits per client address (docs/rate-limits.md): 100 failed authentications, then 10 a second; 300

@@ -1,5 +1,5 @@
-import type { BucketSpec } from "../config.ts";
 import { validationFailed } from "../platform/errors.ts";
+import type { BucketSpec } from "./limiters.service.ts";
 
 /** What one API key gets: its buckets and its partner's limits on expensive work (CONTRACT.md §8). */
 export interface Limits {

@@ -1,6 +1,6 @@
-import type { BucketSpec } from "../config.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
+import type { BucketSpec } from "./limiters.service.ts";
 
 /** The rate limit feature's table (rate_limit_buckets), reached only through its `rate_limit_take()` function. */
 export const rateLimitRepository = {

@@ -1,5 +1,5 @@
-import type { BucketSpec } from "../config.ts";
 import type { LazyEm } from "../platform/db/orm.ts";
+import type { BucketSpec } from "./limiters.service.ts";
 import { bucketChanged } from "./limits.ts";
 import { rateLimitRepository } from "./rate-limit.repository.ts";
 
@@ -47,6 +47,50 @@ interface Lease {
   spec: BucketSpec;
 }
 
+/** Tokens a refill asks the shared bucket for: a tenth of a second's refill, at most a tenth of the bucket. */
+const leaseSize = (spec: BucketSpec) =>
+  Math.max(1, Math.min(Math.ceil(spec.refillPerSecond / 10), Math.floor(spec.capacity / 10)));
+
+/** The answer to a take, from where the lease and the shared bucket stand. */
+function decision(lease: Lease, spec: BucketSpec, allowed: boolean): RateDecision {
+  const remaining = Math.max(0, Math.min(spec.capacity, Math.floor(lease.tokens + lease.shared)));
+  const deficit = Math.max(0, 1 - lease.shared);
+  return {
+    allowed,
+    remaining,
+    retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil(deficit / spec.refillPerSecond)),
+    resetSeconds: Math.ceil(Math.max(0, spec.capacity - remaining) / spec.refillPerSecond),
+    spec,
+  };
+}
+
+/** The bucket's lease on this instance, new when there is none, emptied when its limits changed. */
+function leaseUnder(leases: Map<string, Lease>, bucket: string, spec: BucketSpec): Lease {
+  const lease = leases.get(bucket);
+  if (!lease) {
+    const fresh: Lease = {
+      tokens: 0,
+      expiresAt: 0,
+      shared: spec.capacity,
+      refill: undefined,
+      waiting: 0,
+      lastGranted: 0,
+      spec,
+    };
+    leases.set(bucket, fresh);
+    return fresh;
+  }
+  if (lease.spec !== spec && bucketChanged(lease.spec, spec)) {
+    // New limits: tokens taken under the old ones are not spent (a lowered bucket would admit them), and
+    // the next refill, under the new ones, tells where the shared bucket stands.
+    lease.tokens = 0;
+    lease.expiresAt = 0;
+    lease.shared = Math.min(lease.shared, spec.capacity);
+    lease.spec = spec;
+  }
+  return lease;
+}
+
 /**
  * The shared bucket lives in one PostgreSQL row per key and class, refilled from the database clock by
  * `rate_limit_take()`. To keep the hot path off that row, each instance takes a small lease of tokens at
@@ -58,8 +102,6 @@ interface Lease {
  */
 export function createRateLimiter({ leaseTtlMs = 1_000 }: RateLimiterOptions = {}): RateLimiter {
   const leases = new Map<string, Lease>();
-  const leaseSize = (spec: BucketSpec) =>
-    Math.max(1, Math.min(Math.ceil(spec.refillPerSecond / 10), Math.floor(spec.capacity / 10)));
 
   const refill = (em: LazyEm, bucket: string, lease: Lease, spec: BucketSpec): Promise<void> => {
     lease.refill ??= (async () => {
@@ -86,41 +128,10 @@ export function createRateLimiter({ leaseTtlMs = 1_000 }: RateLimiterOptions = {
     return lease.refill;
   };
 
-  const decision = (lease: Lease, spec: BucketSpec, allowed: boolean): RateDecision => {
-    const remaining = Math.max(0, Math.min(spec.capacity, Math.floor(lease.tokens + lease.shared)));
-    const deficit = Math.max(0, 1 - lease.shared);
-    return {
-      allowed,
-      remaining,
-      retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil(deficit / spec.refillPerSecond)),
-      resetSeconds: Math.ceil(Math.max(0, spec.capacity - remaining) / spec.refillPerSecond),
-      spec,
-    };
-  };
-
   return {
     async take(em, keyId, cls, spec) {
       const bucket = `${cls}:${keyId}`;
-      let lease = leases.get(bucket);
-      if (!lease) {
-        lease = {
-          tokens: 0,
-          expiresAt: 0,
-          shared: spec.capacity,
-          refill: undefined,
-          waiting: 0,
-          lastGranted: 0,
-          spec,
-        };
-        leases.set(bucket, lease);
-      } else if (lease.spec !== spec && bucketChanged(lease.spec, spec)) {
-        // New limits: tokens taken under the old ones are not spent (a lowered bucket would admit them), and
-        // the next refill, under the new ones, tells where the shared bucket stands.
-        lease.tokens = 0;
-        lease.expiresAt = 0;
-        lease.shared = Math.min(lease.shared, spec.capacity);
-        lease.spec = spec;
-      }
+      const lease = leaseUnder(leases, bucket, spec);
       if (Date.now() >= lease.expiresAt) lease.tokens = 0;
       // Wait for tokens while the shared bucket still hands some out; others waiting here may take a
       // refill's tokens first, so try again, but stop as soon as a refill comes back empty.

@@ -1,5 +1,5 @@
-import type { BucketSpec } from "../config.ts";
 import type { Em } from "../platform/db/orm.ts";
+import type { BucketSpec } from "./limiters.service.ts";
 import { rateLimitRepository } from "./rate-limit.repository.ts";
 
 /** The outcome of {@link WorkLimiter.take}. */

@@ -9,9 +9,9 @@ import {
   SigningKey_Status,
   type SigningKeySchema,
 } from "../../gen/partner/v1/keys_pb.ts";
-import { parseEnvironment } from "../apikeys/api-key.handlers.ts";
 import { callerOf, emOf, lazyEmOf } from "../platform/rpc/context.ts";
-import { ENVIRONMENT_HEADER } from "../portal/portal.gate.ts";
+import { parseEnvironment } from "../platform/tenancy.ts";
+import { ENVIRONMENT_HEADER } from "../portal/session.service.ts";
 import type { PublishedKey, SigningKeyService } from "./signing-key.service.ts";
 
 /** How long verifiers may cache the key document (SPEC.md: at most 4 hours). */

@@ -58,11 +58,101 @@ export async function sealedSigningKeySample(em: Em): Promise<{ sealed: Buffer; 
   return row && { sealed: row.privateKeyEnc, aad: signingKeyAad(row.kid) };
 }
 
+/** A new key pair for `environment`, its private half sealed to its kid. */
+function newKey(
+  { clock, box }: SigningKeyServiceOptions,
+  environment: Environment,
+  notBefore: Date,
+  retiresAt: Date,
+): SigningKeyRow {
+  const kid = `${environment === "production" ? "live" : "sandbox"}_${ulid(notBefore.getTime())}`;
+  const pair = generateEd25519();
+  return {
+    kid,
+    environment,
+    publicKey: pair.publicKey,
+    privateKeyEnc: box.seal(pair.privateKeyPkcs8, signingKeyAad(kid)),
+    notBefore,
+    retiresAt,
+    notAfter: new Date(retiresAt.getTime() + rotationSchedule.keepAfterMs),
+    createdAt: clock.now(),
+  };
+}
+
+/** Runs `fn` in a transaction holding the environment's advisory lock. */
+function locked<T>(em: Em, environment: Environment, fn: (em: Em, rows: SigningKeyRow[]) => Promise<T>) {
+  return em.transactional(async (em) => {
+    await repo.lockEnvironment(em, environment);
+    const result = await fn(em, await repo.list(em, environment));
+    await repo.saveAndAnnounce(em, environment);
+    return result;
+  });
+}
+
+/** The keys of `rows` a verifier may meet at `now`, ACTIVE first. */
+function publicationOf(rows: SigningKeyRow[], now: Date): PublishedKey[] {
+  return publicationOrder(
+    rows
+      .map((r) => ({ row: r, status: keyStatus(r, now), notBefore: r.notBefore }))
+      .filter((k) => k.status !== "RETIRED"),
+  ).map(({ row, status }) => ({
+    kid: row.kid,
+    environment: row.environment,
+    publicKey: row.publicKey,
+    status: status as PublishedKey["status"],
+    notBefore: row.notBefore,
+    notAfter: row.notAfter,
+  }));
+}
+
+/** See {@link createSigningKeyService}'s `maintain`. */
+async function maintainKeys(o: SigningKeyServiceOptions, em: Em): Promise<string[]> {
+  const created: string[] = [];
+  for (const environment of environments) {
+    await locked(em, environment, async (em, rows) => {
+      const now = o.clock.now();
+      const turn = nextQuarterStart(now);
+      if (!rows.some((r) => keyStatus(r, now) === "ACTIVE")) {
+        const row = newKey(o, environment, now, turn);
+        repo.add(em, row);
+        created.push(row.kid);
+      }
+      const due = now.getTime() >= turn.getTime() - rotationSchedule.publishAheadMs;
+      if (due && !rows.some((r) => r.notBefore.getTime() === turn.getTime())) {
+        const row = newKey(o, environment, turn, nextQuarterStart(turn));
+        repo.add(em, row);
+        created.push(row.kid);
+      }
+    });
+    o.changes.emitLocal("signing_keys", environment);
+  }
+  return created;
+}
+
+/** See {@link createSigningKeyService}'s `rotate`. */
+async function rotateKey(o: SigningKeyServiceOptions, em: Em, environment: Environment): Promise<string> {
+  const kid = await locked(em, environment, async (em, rows) => {
+    const now = o.clock.now();
+    const current = rows.find((r) => keyStatus(r, now) === "ACTIVE");
+    const retiresAt = current?.retiresAt ?? nextQuarterStart(now);
+    if (current) {
+      current.retiresAt = new Date(Math.max(now.getTime(), current.notBefore.getTime() + 1));
+      current.notAfter = new Date(current.retiresAt.getTime() + rotationSchedule.keepAfterMs);
+    }
+    const row = newKey(o, environment, new Date(current ? current.retiresAt : now), retiresAt);
+    repo.add(em, row);
+    return row.kid;
+  });
+  o.changes.emitLocal("signing_keys", environment);
+  return kid;
+}
+
 /**
  * Keeps each environment's Ed25519 keys on the quarterly schedule and publishes them (CONTRACT.md §3).
  * Private halves are sealed with the master key, bound to their kid, and opened only to sign.
  */
-export function createSigningKeyService({ clock, box, changes }: SigningKeyServiceOptions) {
+export function createSigningKeyService(o: SigningKeyServiceOptions) {
+  const { clock, box, changes } = o;
   const cache = new Map<Environment, { rows: SigningKeyRow[]; at: number }>();
   /** The last publication per environment, valid until the next status boundary of any of its keys. */
   const publications = new WeakMap<SigningKeyRow[], { from: number; until: number; keys: PublishedKey[] }>();
@@ -71,30 +161,6 @@ export function createSigningKeyService({ clock, box, changes }: SigningKeyServi
     if (env === "*") cache.clear();
     else cache.delete(env as Environment);
   });
-
-  const newKey = (environment: Environment, notBefore: Date, retiresAt: Date): SigningKeyRow => {
-    const kid = `${environment === "production" ? "live" : "sandbox"}_${ulid(notBefore.getTime())}`;
-    const pair = generateEd25519();
-    return {
-      kid,
-      environment,
-      publicKey: pair.publicKey,
-      privateKeyEnc: box.seal(pair.privateKeyPkcs8, signingKeyAad(kid)),
-      notBefore,
-      retiresAt,
-      notAfter: new Date(retiresAt.getTime() + rotationSchedule.keepAfterMs),
-      createdAt: clock.now(),
-    };
-  };
-
-  /** Runs `fn` in a transaction holding the environment's advisory lock. */
-  const locked = <T>(em: Em, environment: Environment, fn: (em: Em, rows: SigningKeyRow[]) => Promise<T>) =>
-    em.transactional(async (em) => {
-      await repo.lockEnvironment(em, environment);
-      const result = await fn(em, await repo.list(em, environment));
-      await repo.saveAndAnnounce(em, environment);
-      return result;
-    });
 
   /** `em` may be lazy: a cache hit never forks it. */
   const rowsOf = async (em: Em | LazyEm, environment: Environment): Promise<SigningKeyRow[]> => {
@@ -105,69 +171,19 @@ export function createSigningKeyService({ clock, box, changes }: SigningKeyServi
     return rows;
   };
 
-  const publish = (rows: SigningKeyRow[], now: Date): PublishedKey[] =>
-    publicationOrder(
-      rows
-        .map((r) => ({ row: r, status: keyStatus(r, now), notBefore: r.notBefore }))
-        .filter((k) => k.status !== "RETIRED"),
-    ).map(({ row, status }) => ({
-      kid: row.kid,
-      environment: row.environment,
-      publicKey: row.publicKey,
-      status: status as PublishedKey["status"],
-      notBefore: row.notBefore,
-      notAfter: row.notAfter,
-    }));
-
   return {
     /**
      * Makes sure each environment has a key signing now and, from 30 days before the quarter turns, the
      * next quarter's key published as INCOMING. Idempotent and safe to run on every instance at once.
      * Returns the kids it created.
      */
-    async maintain(em: Em): Promise<string[]> {
-      const created: string[] = [];
-      for (const environment of environments) {
-        await locked(em, environment, async (em, rows) => {
-          const now = clock.now();
-          const turn = nextQuarterStart(now);
-          if (!rows.some((r) => keyStatus(r, now) === "ACTIVE")) {
-            const row = newKey(environment, now, turn);
-            repo.add(em, row);
-            created.push(row.kid);
-          }
-          const due = now.getTime() >= turn.getTime() - rotationSchedule.publishAheadMs;
-          if (due && !rows.some((r) => r.notBefore.getTime() === turn.getTime())) {
-            const row = newKey(environment, turn, nextQuarterStart(turn));
-            repo.add(em, row);
-            created.push(row.kid);
-          }
-        });
-        changes.emitLocal("signing_keys", environment);
-      }
-      return created;
-    },
+    maintain: (em: Em): Promise<string[]> => maintainKeys(o, em),
 
     /**
      * Early rotation: a new key signs from now; the one it replaces is OUTGOING for 30 days. An INCOMING key
      * already published for the next quarter keeps its place.
      */
-    async rotate(em: Em, environment: Environment): Promise<string> {
-      const kid = await locked(em, environment, async (em, rows) => {
-        const now = clock.now();
-        const current = rows.find((r) => keyStatus(r, now) === "ACTIVE");
-        const retiresAt = current?.retiresAt ?? nextQuarterStart(now);
-        if (current) {
-          current.retiresAt = new Date(Math.max(now.getTime(), current.notBefore.getTime() + 1));
-          current.notAfter = new Date(current.retiresAt.getTime() + rotationSchedule.keepAfterMs);
-        }
-        const row = newKey(environment, new Date(current ? current.retiresAt : now), retiresAt);
-        repo.add(em, row);
-        return row.kid;
-      });
-      changes.emitLocal("signing_keys", environment);
-      return kid;
-    },
+    rotate: (em: Em, environment: Environment): Promise<string> => rotateKey(o, em, environment),
 
     /**
      * The keys a verifier of `environment` may meet now, ACTIVE first. The same array is returned until a
@@ -182,7 +198,7 @@ export function createSigningKeyService({ clock, box, changes }: SigningKeyServi
       const boundaries = rows.flatMap((r) => [r.notBefore, r.retiresAt, r.notAfter].map((d) => d.getTime()));
       const until = Math.min(Number.POSITIVE_INFINITY, ...boundaries.filter((b) => b > t));
       const from = Math.max(Number.NEGATIVE_INFINITY, ...boundaries.filter((b) => b <= t));
-      const keys = publish(rows, now);
+      const keys = publicationOf(rows, now);
       publications.set(rows, { from, until, keys });
       return keys;
     },

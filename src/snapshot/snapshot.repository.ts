@@ -1,4 +1,4 @@
-import type { Scope } from "../consent/scopes.ts";
+import type { Scope } from "../consent/consent.service.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import type { Tenant } from "../platform/tenancy.ts";

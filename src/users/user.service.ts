@@ -7,6 +7,9 @@ import { isE164, last4 } from "../platform/phone.ts";
 import type { Environment } from "../platform/tenancy.ts";
 import { userRepository as repo } from "./user.repository.ts";
 
+/** The users' payment instruments, as other features hold them. */
+export type { PaymentInstrumentStore } from "./payment-instruments.ts";
+
 /** Binds a sealed phone number to its user. */
 export const phoneAad = (userId: string) => `user-phone:${userId}`;
 

@@ -1,11 +1,10 @@
-import type { BucketSpec } from "../config.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import { type Environment, tenantOf } from "../platform/tenancy.ts";
-import { createWorkLimiter } from "../ratelimit/work-limiter.ts";
+import { type BucketSpec, createWorkLimiter } from "../ratelimit/limiters.service.ts";
 import type { DestinationPolicy } from "./destination.ts";
 import type { Outbox } from "./outbox.service.ts";
 import type { Webhook } from "./webhook.entity.ts";

@@ -1,6 +1,6 @@
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADDRESS_LIMITS } from "../../src/ratelimit/address-guard.ts";
+import { ADDRESS_LIMITS } from "../../src/ratelimit/limiters.service.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { eventually, settleChangeFeed } from "../support/wait.ts";

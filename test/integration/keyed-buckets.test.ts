@@ -3,7 +3,7 @@ import { schema } from "../../src/entities.ts";
 import { createOrm, type Orm } from "../../src/platform/db/orm.ts";
 import { sql } from "../../src/platform/db/sql.ts";
 import { createLogger } from "../../src/platform/logger.ts";
-import { createKeyedBuckets } from "../../src/ratelimit/keyed-buckets.ts";
+import { createKeyedBuckets } from "../../src/ratelimit/limiters.service.ts";
 import { rateLimitBucketsPurge } from "../../src/ratelimit/rate-limit-retention.repository.ts";
 import { createTestDatabase } from "../support/db.ts";
 

@@ -43,12 +43,17 @@ const extraFiles = [file_google_rpc_status, file_google_rpc_error_details, file_
 /** Both names of the reflection service: `grpc.reflection.v1` and the older `v1alpha`, the same protocol. */
 export const reflectionServices = [ServerReflection, ServerReflectionV1Alpha] as const;
 
-/**
- * gRPC server reflection (`grpc.reflection.v1`, and `v1alpha` with the same answers) over the descriptors of
- * the services a listener serves and the error details they send, so `buf curl` and grpcurl work without the
- * proto files and show an error's `ErrorInfo` decoded.
- */
-export function createReflection(services: DescService[]): ServiceImpl<typeof ServerReflection> {
+/** What reflection answers from: the services served, their types, and their files by name. */
+interface ReflectionIndex {
+  all: DescService[];
+  registry: ReturnType<typeof createRegistry>;
+  filesByName: Map<string, DescFile>;
+  /** A file and every file it depends on, each encoded once (and kept), or undefined for no file. */
+  files: (file: DescFile | undefined) => Uint8Array[] | undefined;
+}
+
+/** The index of the services a listener serves, with the reflection services and the error details' files. */
+function indexOf(services: DescService[]): ReflectionIndex {
   const all = [...services, ...reflectionServices];
   const registry = createRegistry(...all.map((s) => s.file), ...extraFiles);
   const filesByName = new Map<string, DescFile>();
@@ -64,77 +69,88 @@ export function createReflection(services: DescService[]): ServiceImpl<typeof Se
     return bytes;
   };
   const files = (file: DescFile | undefined) => (file ? withDependencies(file).map(encode) : undefined);
+  return { all, registry, filesByName, files };
+}
 
-  const fileOfSymbol = (symbol: string): DescFile | undefined => {
-    const desc = registry.get(symbol);
-    if (desc) return desc.file;
-    // A method name: `package.Service.Method`.
-    const owner = registry.getService(symbol.slice(0, symbol.lastIndexOf(".")));
-    return owner?.methods.some((m) => `${owner.typeName}.${m.name}` === symbol) ? owner.file : undefined;
-  };
+/** The file that declares `symbol`: a type, a service, or a method (`package.Service.Method`). */
+function fileOfSymbol({ registry }: ReflectionIndex, symbol: string): DescFile | undefined {
+  const desc = registry.get(symbol);
+  if (desc) return desc.file;
+  // A method name: `package.Service.Method`.
+  const owner = registry.getService(symbol.slice(0, symbol.lastIndexOf(".")));
+  return owner?.methods.some((m) => `${owner.typeName}.${m.name}` === symbol) ? owner.file : undefined;
+}
 
-  const answer = (req: ServerReflectionRequest): Response => {
-    const base = { validHost: req.host, originalRequest: req };
-    const notFound = (what: string): Response => ({
-      ...base,
-      messageResponse: {
-        case: "errorResponse" as const,
-        value: { errorCode: NOT_FOUND, errorMessage: `${what} not found` },
-      },
-    });
-    const fileResponse = (list: Uint8Array[] | undefined, what: string): Response =>
-      list
-        ? {
-            ...base,
-            messageResponse: {
-              case: "fileDescriptorResponse" as const,
-              value: { fileDescriptorProto: list },
-            },
-          }
-        : notFound(what);
-    const r = req.messageRequest;
-    switch (r.case) {
-      case "listServices":
-        return {
+/** The answer to one reflection request. */
+function answer(index: ReflectionIndex, req: ServerReflectionRequest): Response {
+  const base = { validHost: req.host, originalRequest: req };
+  const notFound = (what: string): Response => ({
+    ...base,
+    messageResponse: {
+      case: "errorResponse" as const,
+      value: { errorCode: NOT_FOUND, errorMessage: `${what} not found` },
+    },
+  });
+  const fileResponse = (list: Uint8Array[] | undefined, what: string): Response =>
+    list
+      ? {
           ...base,
           messageResponse: {
-            case: "listServicesResponse",
-            value: {
-              service: all.map((s) => ({ name: s.typeName })),
-            },
+            case: "fileDescriptorResponse" as const,
+            value: { fileDescriptorProto: list },
           },
-        };
-      case "fileByFilename":
-        return fileResponse(files(filesByName.get(r.value)), `file ${r.value}`);
-      case "fileContainingSymbol":
-        return fileResponse(files(fileOfSymbol(r.value)), `symbol ${r.value}`);
-      case "fileContainingExtension":
-        return notFound(`extension ${r.value.containingType}(${r.value.extensionNumber})`);
-      case "allExtensionNumbersOfType": {
-        const message = registry.getMessage(r.value);
-        if (!message) return notFound(`type ${r.value}`);
-        return {
-          ...base,
-          messageResponse: {
-            case: "allExtensionNumbersResponse",
-            value: { baseTypeName: r.value, extensionNumber: [] },
+        }
+      : notFound(what);
+  const r = req.messageRequest;
+  switch (r.case) {
+    case "listServices":
+      return {
+        ...base,
+        messageResponse: {
+          case: "listServicesResponse",
+          value: {
+            service: index.all.map((s) => ({ name: s.typeName })),
           },
-        };
-      }
-      default:
-        return {
-          ...base,
-          messageResponse: {
-            case: "errorResponse",
-            value: { errorCode: UNIMPLEMENTED, errorMessage: "unsupported request" },
-          },
-        };
+        },
+      };
+    case "fileByFilename":
+      return fileResponse(index.files(index.filesByName.get(r.value)), `file ${r.value}`);
+    case "fileContainingSymbol":
+      return fileResponse(index.files(fileOfSymbol(index, r.value)), `symbol ${r.value}`);
+    case "fileContainingExtension":
+      return notFound(`extension ${r.value.containingType}(${r.value.extensionNumber})`);
+    case "allExtensionNumbersOfType": {
+      const message = index.registry.getMessage(r.value);
+      if (!message) return notFound(`type ${r.value}`);
+      return {
+        ...base,
+        messageResponse: {
+          case: "allExtensionNumbersResponse",
+          value: { baseTypeName: r.value, extensionNumber: [] },
+        },
+      };
     }
-  };
+    default:
+      return {
+        ...base,
+        messageResponse: {
+          case: "errorResponse",
+          value: { errorCode: UNIMPLEMENTED, errorMessage: "unsupported request" },
+        },
+      };
+  }
+}
 
+/**
+ * gRPC server reflection (`grpc.reflection.v1`, and `v1alpha` with the same answers) over the descriptors of
+ * the services a listener serves and the error details they send, so `buf curl` and grpcurl work without the
+ * proto files and show an error's `ErrorInfo` decoded.
+ */
+export function createReflection(services: DescService[]): ServiceImpl<typeof ServerReflection> {
+  const index = indexOf(services);
   return {
     async *serverReflectionInfo(requests) {
-      for await (const req of requests) yield answer(req);
+      for await (const req of requests) yield answer(index, req);
     },
   };
 }
