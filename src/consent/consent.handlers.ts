@@ -14,7 +14,7 @@ import {
   type ConsentLinkSchema,
   type ConsentSchema,
 } from "../../gen/partner/v1/consents_pb.ts";
-import type { MandateService } from "../disbursements/mandate.service.ts";
+import type { Em } from "../platform/db/orm.ts";
 import { validationFailed } from "../platform/errors.ts";
 import { emOf } from "../platform/rpc/context.ts";
 import type { Environment } from "../platform/tenancy.ts";
@@ -153,12 +153,25 @@ export function createUserHandlers(
   };
 }
 
+/**
+ * What a prompt session for a disbursement's mandate is made by (the disbursements' mandate service, given by
+ * the edge): consents come before disbursements, so this feature names only what it needs of it.
+ */
+export interface MandatePrompts {
+  createPrompt(
+    em: Em,
+    userId: string,
+    disbursementId: string,
+    ttlSeconds: number,
+  ): Promise<{ url: string; expiresAt: Date }>;
+}
+
 /** `internal.v1.ConsentAdminService`: the dashboard's grant and revoke. */
 export function createConsentAdminHandlers(
   consents: ConsentService,
   users: UserService,
   links: ConsentLinkService,
-  mandates: Pick<MandateService, "createPrompt">,
+  mandates: MandatePrompts,
 ): ServiceImpl<typeof ConsentAdminService> {
   return {
     async createPromptSession(req, ctx) {

@@ -1,4 +1,3 @@
-import type { Config } from "../config.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
@@ -68,10 +67,22 @@ export interface PurgeStep {
 /** What one run did, per step: batches run and rows deleted per table. */
 export type PurgeReport = Record<string, { batches: number; deleted: Partial<Record<PurgedTable, number>> }>;
 
+/** How long finished data is kept: the operator's settings (docs/operations.md "Retention"). */
+export interface RetentionPeriods {
+  /** RETENTION_DAYS: events and their deliveries, decided or expired consent links, deleted webhooks. */
+  days: number;
+  /** SANDBOX_RETENTION_DAYS: sandbox disbursements, their installments, books and the simulator's records. */
+  sandboxDays: number;
+  /** RETENTION_BATCH_SIZE: rows one purge statement deletes at most. */
+  batchSize: number;
+  /** PORTAL_AUDIT_RETENTION_DAYS: the portal's audit events. */
+  auditDays: number;
+}
+
 /** Options for {@link createRetentionService}. */
 export interface RetentionServiceOptions {
   clock: Clock;
-  retention: Config["retention"];
+  retention: RetentionPeriods;
   metrics: Metrics;
   logger: Logger;
   steps: PurgeStep[];
