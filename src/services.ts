@@ -21,6 +21,7 @@ import type { EdgeServices } from "./edge/dependencies.ts";
 import { createIdempotencyService } from "./idempotency/idempotency.service.ts";
 import { createLedgerService } from "./ledger/ledger.service.ts";
 import { sandboxLedgerLinesPurge } from "./ledger/ledger-retention.repository.ts";
+import { createLimitsService } from "./limits/limits.service.ts";
 import { createPartnerService } from "./partners/partner.service.ts";
 import { createHostedPages, type HostedPages } from "./person/hosted-page.ts";
 import { createPersonService, type PersonService } from "./person/person.service.ts";
@@ -42,7 +43,6 @@ import {
   createConcurrencyLimiter,
   createRateLimiter,
 } from "./ratelimit/limiters.service.ts";
-import { createLimitsService } from "./ratelimit/limits.service.ts";
 import { rateLimitBucketsPurge } from "./ratelimit/rate-limit-retention.repository.ts";
 import { createRetentionService } from "./retention/retention.service.ts";
 import { createSandboxFixtures } from "./sandbox/fixtures.ts";

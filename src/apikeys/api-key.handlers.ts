@@ -5,7 +5,6 @@ import { ApiKey_Status, type ApiKeySchema, type ApiKeyService } from "../../gen/
 import type { Clock } from "../platform/clock.ts";
 import { emOf } from "../platform/rpc/context.ts";
 import { parseEnvironment } from "../platform/tenancy.ts";
-import { keyLimitsMessage, type LimitsService, limitChangeOf } from "../ratelimit/limits.service.ts";
 import type { ApiKeyRow } from "./api-key.entity.ts";
 import { apiKeyStatus, type ApiKeyService as Keys } from "./api-key.service.ts";
 
@@ -22,12 +21,14 @@ function toApiKey(row: ApiKeyRow, now: Date): MessageInitShape<typeof ApiKeySche
   };
 }
 
-/** `internal.v1.ApiKeyService`; a key's own limits are kept by the limits feature. */
+/**
+ * `internal.v1.ApiKeyService`, but for a key's own limits: that method is the rate limits' own
+ * (`ratelimit/limits.handlers.ts`), bound beside these by the edge.
+ */
 export function createApiKeyHandlers(
   keys: Keys,
   clock: Clock,
-  limits: LimitsService,
-): ServiceImpl<typeof ApiKeyService> {
+): Omit<ServiceImpl<typeof ApiKeyService>, "setApiKeyLimits"> {
   return {
     async issueApiKey(req, ctx) {
       const { row, key } = await keys.issue(
@@ -48,10 +49,6 @@ export function createApiKeyHandlers(
     async listApiKeys(req, ctx) {
       const now = clock.now();
       return { apiKeys: (await keys.list(emOf(ctx.values), req.partnerId)).map((r) => toApiKey(r, now)) };
-    },
-    async setApiKeyLimits(req, ctx) {
-      const change = limitChangeOf(req.limits, req.reset);
-      return { limits: keyLimitsMessage(await limits.setForKey(emOf(ctx.values), req.keyId, change)) };
     },
   };
 }

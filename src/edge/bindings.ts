@@ -22,6 +22,7 @@ import {
   createUserHandlers,
 } from "../consent/consent.handlers.ts";
 import { createDisbursementHandlers } from "../disbursements/disbursement.handlers.ts";
+import { createApiKeyLimitsHandlers, createPartnerLimitsHandlers } from "../limits/limits.handlers.ts";
 import { createPartnerHandlers } from "../partners/partner.handlers.ts";
 import type { Clock } from "../platform/clock.ts";
 import { type BoundService, bind } from "../platform/rpc/binding.ts";
@@ -53,8 +54,11 @@ export function partnerServices(s: EdgeServices, clock: Clock): BoundService[] {
 /** The operator's services (`internal.v1`), on the internal listener behind the service token. */
 export function internalServices(s: EdgeServices, clock: Clock): BoundService[] {
   return [
-    bind(PartnerService, createPartnerHandlers(s.partners, s.limits)),
-    bind(ApiKeyService, createApiKeyHandlers(s.apiKeys, clock, s.limits)),
+    bind(PartnerService, { ...createPartnerHandlers(s.partners), ...createPartnerLimitsHandlers(s.limits) }),
+    bind(ApiKeyService, {
+      ...createApiKeyHandlers(s.apiKeys, clock),
+      ...createApiKeyLimitsHandlers(s.limits),
+    }),
     bind(SigningKeyService, createSigningKeyAdminHandlers(s.signingKeys)),
     bind(UserService, createUserHandlers(s.users, s.instruments)),
     bind(IngestService, createIngestHandlers(s.ledger, s.standing)),

@@ -1,3 +1,5 @@
+import { kLimits } from "../limits/limits.context.ts";
+import type { LimitsService } from "../limits/limits.service.ts";
 import type { LazyEm } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { rateLimitHeaders } from "../platform/http/rate-limit-headers.ts";
@@ -6,8 +8,6 @@ import type { Metrics } from "../platform/metrics.ts";
 import type { EdgeCall } from "../platform/rpc/pipeline.ts";
 import type { Caller } from "../platform/tenancy.ts";
 import type { RateLimiter } from "../ratelimit/limiters.service.ts";
-import { kLimits } from "../ratelimit/limits.context.ts";
-import type { LimitsService } from "../ratelimit/limits.service.ts";
 
 /** The partner API's rate limits: each key's buckets, and its partner's limits on expensive work. */
 export interface RateLimits {

@@ -2,9 +2,11 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { PartnerSchema, PartnerService } from "../../gen/internal/v1/partners_pb.ts";
+
+/** The partner service's methods on the partner's limits (bound from the rate limits' handlers). */
+type PartnerLimitMethods = "getPartnerLimits" | "setPartnerLimits";
+
 import { emOf } from "../platform/rpc/context.ts";
-import { parseEnvironment } from "../platform/tenancy.ts";
-import { type LimitsService, limitChangeOf, partnerLimitsMessage } from "../ratelimit/limits.service.ts";
 import type { Partner } from "./partner.entity.ts";
 import type { PartnerService as Partners } from "./partner.service.ts";
 
@@ -19,11 +21,13 @@ function toPartner(p: Partner): MessageInitShape<typeof PartnerSchema> {
   };
 }
 
-/** `internal.v1.PartnerService`; the partner's limits are kept by the limits feature. */
+/**
+ * `internal.v1.PartnerService`, but for the partner's limits: those methods are the rate limits' own
+ * (`ratelimit/limits.handlers.ts`), bound beside these by the edge.
+ */
 export function createPartnerHandlers(
   partners: Partners,
-  limits: LimitsService,
-): ServiceImpl<typeof PartnerService> {
+): Omit<ServiceImpl<typeof PartnerService>, PartnerLimitMethods> {
   return {
     async createPartner(req, ctx) {
       return { partner: toPartner(await partners.create(emOf(ctx.values), req.name, req.feeRateBps)) };
@@ -42,20 +46,6 @@ export function createPartnerHandlers(
     },
     async setPartnerFee(req, ctx) {
       return { partner: toPartner(await partners.setFee(emOf(ctx.values), req.partnerId, req.feeRateBps)) };
-    },
-    async getPartnerLimits(req, ctx) {
-      return {
-        environments: (await limits.forPartner(emOf(ctx.values), req.partnerId)).map(partnerLimitsMessage),
-      };
-    },
-    async setPartnerLimits(req, ctx) {
-      const view = await limits.setForPartner(
-        emOf(ctx.values),
-        req.partnerId,
-        parseEnvironment(req.environment),
-        limitChangeOf(req.limits, req.reset),
-      );
-      return { limits: partnerLimitsMessage(view) };
     },
   };
 }

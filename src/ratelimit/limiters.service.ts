@@ -4,10 +4,25 @@
  * of work, and the per-partner limit on expensive work.
  */
 
+import type { Em } from "../platform/db/orm.ts";
+import { rateLimitRepository } from "./rate-limit.repository.ts";
+
 /** A token bucket: `capacity` tokens, refilled at `refillPerSecond` (CONTRACT.md §8). */
 export interface BucketSpec {
   capacity: number;
   refillPerSecond: number;
+}
+
+/** Whether two buckets differ. */
+export const bucketChanged = (a: BucketSpec, b: BucketSpec): boolean =>
+  a.capacity !== b.capacity || a.refillPerSecond !== b.refillPerSecond;
+
+/**
+ * Carries a key's bucket over to new limits, in the transaction that changes them: the tokens left are kept,
+ * refilled at the old rate up to now and capped at the new capacity.
+ */
+export function settleBucket(tx: Em, bucket: string, was: BucketSpec, now: BucketSpec): Promise<void> {
+  return rateLimitRepository.settle(tx, bucket, was, now);
 }
 
 export {

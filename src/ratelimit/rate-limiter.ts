@@ -1,6 +1,6 @@
 import type { LazyEm } from "../platform/db/orm.ts";
 import type { BucketSpec } from "./limiters.service.ts";
-import { bucketChanged } from "./limits.ts";
+import { bucketChanged } from "./limiters.service.ts";
 import { rateLimitRepository } from "./rate-limit.repository.ts";
 
 /** Reads and writes have separate buckets (CONTRACT.md §8). */

@@ -3,11 +3,11 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { type IngestService, LedgerEntry_Direction } from "../../gen/internal/v1/ingest_pb.ts";
 import type { SnapshotService as SnapshotApi } from "../../gen/partner/v1/snapshots_pb.ts";
 import type { LedgerService } from "../ledger/ledger.service.ts";
+import { limitsOf } from "../limits/limits.context.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import { callerOf, emOf } from "../platform/rpc/context.ts";
 import type { ConcurrencyLimiter } from "../ratelimit/limiters.service.ts";
-import { limitsOf } from "../ratelimit/limits.context.ts";
 import type { StandingService } from "../standing/standing.service.ts";
 import type { SnapshotService } from "./snapshot.service.ts";
 

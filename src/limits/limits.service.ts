@@ -5,20 +5,18 @@ import { ms } from "../platform/clock.ts";
 import type { ChangeFeed } from "../platform/db/change-feed.ts";
 import type { Em, LazyEm } from "../platform/db/orm.ts";
 import { type Caller, type Environment, environments } from "../platform/tenancy.ts";
+import { bucketChanged, settleBucket } from "../ratelimit/limiters.service.ts";
 import { limitOverrideRepository as repo, type StoredOverride } from "./limit-override.repository.ts";
 import {
   applyChange,
-  bucketChanged,
   checkChange,
   type LimitChange,
   type LimitOverrides,
   type Limits,
   resolveLimits,
 } from "./limits.ts";
-import { rateLimitRepository } from "./rate-limit.repository.ts";
 
 /** The limits as the internal API carries them, for the handlers of the methods that read and change them. */
-export { keyLimitsMessage, limitChangeOf, partnerLimitsMessage } from "./limits-messages.ts";
 
 /** One key's own overrides and what it gets. */
 export interface KeyLimitsView {
@@ -93,8 +91,7 @@ async function settleBuckets(
     const was = resolveLimits(defaults, before.partner, before.keys.get(keyId));
     const now = resolveLimits(defaults, after.partner, after.keys.get(keyId));
     for (const cls of ["read", "write"] as const)
-      if (bucketChanged(was[cls], now[cls]))
-        await rateLimitRepository.settle(tx, `${cls}:${keyId}`, was[cls], now[cls]);
+      if (bucketChanged(was[cls], now[cls])) await settleBucket(tx, `${cls}:${keyId}`, was[cls], now[cls]);
   }
 }
 

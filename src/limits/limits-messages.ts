@@ -10,7 +10,7 @@ import type { LimitChange, LimitOverrides } from "./limits.ts";
 
 /*
  * The limits as the internal API carries them (`internal.v1.Limits` and the views around it). The methods that
- * read and change them belong to the partner and API key services, whose handlers use these.
+ * read and change them are in the partner and API key services, served by `limits.handlers.ts`.
  */
 
 /** Limits (an override or the effective ones) as the message: an absent limit is an unset field. */

@@ -1,5 +1,5 @@
 import { validationFailed } from "../platform/errors.ts";
-import type { BucketSpec } from "./limiters.service.ts";
+import type { BucketSpec } from "../ratelimit/limiters.service.ts";
 
 /** What one API key gets: its buckets and its partner's limits on expensive work (CONTRACT.md §8). */
 export interface Limits {
@@ -141,7 +141,3 @@ export function resolveLimits(defaults: Limits, partner?: LimitOverrides, key?: 
     disbursementsPerUserPerDay: partner?.disbursementsPerUserPerDay ?? defaults.disbursementsPerUserPerDay,
   };
 }
-
-/** Whether two buckets differ. */
-export const bucketChanged = (a: BucketSpec, b: BucketSpec): boolean =>
-  a.capacity !== b.capacity || a.refillPerSecond !== b.refillPerSecond;
