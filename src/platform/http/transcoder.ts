@@ -20,7 +20,7 @@ import {
 // The REST face in parts: which route a request is for (rest-routes.ts), its body (request-body.ts), the request
 // message read from body, query and path (rest-request.ts), the handler's context (rest-context.ts), the
 // response (rest-response.ts) and the error body (rest-errors.ts). This module ties them together.
-export { type AnyRequest, readBody } from "./request-body.ts";
+export { type AnyRequest, decodeContent, readBody } from "./request-body.ts";
 export type { ServiceBinding } from "./rest-routes.ts";
 
 /** Options for {@link createTranscoder}. */
