@@ -12,13 +12,14 @@ import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { PgBoss } from "pg-boss";
+import { schema } from "../src/entities.ts";
 import { systemClock } from "../src/platform/clock.ts";
 import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
 import { createOrm } from "../src/platform/db/orm.ts";
 import { BOSS_SCHEMA } from "../src/platform/jobs/boss.ts";
 import { createJobs } from "../src/platform/jobs/jobs.ts";
 import { createLogger } from "../src/platform/logger.ts";
-import { createOutbox } from "../src/webhooks/outbox.ts";
+import { createOutbox } from "../src/webhooks/outbox.service.ts";
 import { internalCall, report, startService } from "./support.ts";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 10);
@@ -101,7 +102,7 @@ try {
   const [a, b] = partners as [string, string];
 
   // This process raises events exactly as the service's own features do: outbox.raise in a transaction.
-  const orm = await createOrm({ databaseUrl: db.url, poolSize: 8, logger });
+  const orm = await createOrm({ databaseUrl: db.url, schema, poolSize: 8, logger });
   const boss = new PgBoss({
     connectionString: db.url,
     schema: BOSS_SCHEMA,

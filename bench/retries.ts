@@ -15,13 +15,14 @@ import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { PgBoss } from "pg-boss";
+import { schema } from "../src/entities.ts";
 import { systemClock } from "../src/platform/clock.ts";
 import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
 import { createOrm } from "../src/platform/db/orm.ts";
 import { BOSS_SCHEMA } from "../src/platform/jobs/boss.ts";
 import { createJobs } from "../src/platform/jobs/jobs.ts";
 import { createLogger } from "../src/platform/logger.ts";
-import { createOutbox } from "../src/webhooks/outbox.ts";
+import { createOutbox } from "../src/webhooks/outbox.service.ts";
 import { retrySchedule } from "../src/webhooks/schedule.ts";
 import { internalCall, report, startService } from "./support.ts";
 
@@ -94,7 +95,7 @@ const subscribe = async (name: string, url: string, count: number) => {
 };
 
 try {
-  const orm = await createOrm({ databaseUrl: db.url, poolSize: 8, logger });
+  const orm = await createOrm({ databaseUrl: db.url, schema, poolSize: 8, logger });
   const boss = new PgBoss({
     connectionString: db.url,
     schema: BOSS_SCHEMA,

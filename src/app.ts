@@ -3,8 +3,9 @@ import type { Config } from "./config.ts";
 import { registerConsentJobs } from "./consent/consent.jobs.ts";
 import { registerDisbursementJobs } from "./disbursements/disbursement.jobs.ts";
 import { registerRefundJobs } from "./disbursements/refund.jobs.ts";
+import { startListeners } from "./edge/listeners.ts";
+import { schema } from "./entities.ts";
 import { registerIdempotencyJobs } from "./idempotency/idempotency.jobs.ts";
-import { startListeners } from "./listeners.ts";
 import { registerPersonJobs } from "./person/person.jobs.ts";
 import { type Clock, systemClock } from "./platform/clock.ts";
 import { loadDataKeys } from "./platform/crypto/data-keys.ts";
@@ -13,7 +14,7 @@ import { type ChangeFeed, startChangeFeed } from "./platform/db/change-feed.ts";
 import { createOrm, migrate, type Orm } from "./platform/db/orm.ts";
 import { startListenerRegistry } from "./platform/http/listener-registry.ts";
 import { type QueueName, type Queues, runJobNow, startBoss } from "./platform/jobs/boss.ts";
-import { createJobs } from "./platform/jobs/jobs.ts";
+import { createJobs, type Jobs } from "./platform/jobs/jobs.ts";
 import type { Logger } from "./platform/logger.ts";
 import { NETWORK_WHILE_HOLDING, onNetworkWhileHolding } from "./platform/network-guard.ts";
 import { registerRetentionJobs } from "./retention/retention.jobs.ts";
@@ -66,14 +67,14 @@ export interface App {
   stop(): Promise<void>;
 }
 
-/** Builds and starts the service for its role. */
-export async function createApp(options: AppOptions): Promise<App> {
+/** The database opened for the service: migrated, its ORM, the master key checked and the data keys loaded. */
+async function openDatabase(options: AppOptions, clock: Clock) {
   const { config, databaseUrl, logger } = options;
-  const clock = options.clock ?? systemClock;
-  const applied = await migrate(databaseUrl, logger);
+  const applied = await migrate(databaseUrl, schema, logger);
   if (applied.length) logger.info("applied migrations", { migrations: applied });
   const orm = await createOrm({
     databaseUrl,
+    schema,
     poolSize: config.dbPoolSize,
     logger,
     timeouts: config.dbTimeouts,
@@ -87,6 +88,91 @@ export async function createApp(options: AppOptions): Promise<App> {
     await orm.close();
     throw err;
   });
+  return { orm, box, dataKeys };
+}
+
+/** Every feature's job workers and schedules (roles `worker` and `all`); returns what stops the ones it started. */
+async function startWorkers(
+  jobs: Jobs,
+  services: Services,
+  o: { config: Readonly<Config>; orm: Orm; clock: Clock; logger: Logger },
+) {
+  const { config, orm, clock, logger } = o;
+  // Every sandbox key finds the fixture users from the first start (CONTRACT.md §7).
+  await services.fixtures.ensure(orm.em.fork());
+  await registerSandboxJobs(jobs, services.fixtures);
+  await registerSigningKeyJobs(jobs, services.signingKeys, logger);
+  await registerConsentJobs(jobs, services.consents, logger);
+  await registerIdempotencyJobs(jobs, services.idempotency);
+  await registerPersonJobs(jobs, services.person);
+  await registerRetentionJobs(jobs, services.retention);
+  await registerDisbursementJobs(
+    jobs,
+    services.disbursements,
+    services.repayments,
+    services.mandates,
+    config.payoutResumeAfterMs,
+  );
+  await registerRefundJobs(jobs, services.refunds);
+  return startWebhookJobs({
+    jobs,
+    worker: services.deliveryWorker,
+    orm,
+    clock,
+    logger,
+    sweepIntervalMs: config.webhooks.sweepIntervalMs,
+  });
+}
+
+/** True when the database answers within a second. */
+function readiness(orm: Orm): () => Promise<boolean> {
+  return async () => {
+    try {
+      await Promise.race([
+        orm.em.getConnection().execute("select 1"),
+        new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), 1_000).unref()),
+      ]);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+}
+
+/**
+ * The listeners for the role (every role serves the internal one, for /metrics and health; api and all serve
+ * partners), and this instance's ports in the registry every instance keeps out of reach of webhooks.
+ */
+async function serve(
+  options: AppOptions,
+  o: { services: Services; clock: Clock; orm: Orm; changes: ChangeFeed; ready: () => Promise<boolean> },
+  bound: (partnerUrl: string) => void,
+) {
+  const { services, orm } = o;
+  const listeners = await startListeners({
+    config: options.config,
+    services,
+    clock: o.clock,
+    logger: options.logger,
+    internalToken: options.internalToken,
+    ready: o.ready,
+    orm,
+    partner: options.config.role !== "worker",
+  });
+  if (listeners.partnerUrl) bound(listeners.partnerUrl);
+  for (const url of [listeners.partnerUrl, listeners.internalUrl])
+    if (url) services.destinations.ownPorts.add(Number(new URL(url).port));
+  // Every instance's ports are out of reach of loopback webhooks, not only this one's.
+  const registry = await startListenerRegistry(orm, o.changes, [...services.destinations.ownPorts]);
+  services.destinations.instancePorts = () => registry.ports();
+  return { listeners, registry };
+}
+
+/** Builds and starts the service for its role. */
+export async function createApp(options: AppOptions): Promise<App> {
+  const { config, databaseUrl, logger } = options;
+  const clock = options.clock ?? systemClock;
+  const { orm, box, dataKeys } = await openDatabase(options, clock);
   const changes = await startChangeFeed(databaseUrl, logger);
   const runWorkers = config.role !== "api";
   const boss = await startBoss({ databaseUrl, logger, supervise: runWorkers });
@@ -123,65 +209,24 @@ export async function createApp(options: AppOptions): Promise<App> {
       logger.error(NETWORK_WHILE_HOLDING, { kind: v.kind, target: v.target, stack: v.stack });
     }),
   );
-  if (runWorkers) {
-    // Every sandbox key finds the fixture users from the first start (CONTRACT.md §7).
-    await services.fixtures.ensure(orm.em.fork());
-    await registerSandboxJobs(jobs, services.fixtures);
-    await registerSigningKeyJobs(jobs, services.signingKeys, logger);
-    await registerConsentJobs(jobs, services.consents, logger);
-    await registerIdempotencyJobs(jobs, services.idempotency);
-    await registerPersonJobs(jobs, services.person);
-    await registerRetentionJobs(jobs, services.retention);
-    await registerDisbursementJobs(
-      jobs,
-      services.disbursements,
-      services.repayments,
-      services.mandates,
-      config.payoutResumeAfterMs,
-    );
-    await registerRefundJobs(jobs, services.refunds);
-    stoppers.push(
-      await startWebhookJobs({
-        jobs,
-        worker: services.deliveryWorker,
-        orm,
-        clock,
-        logger,
-        sweepIntervalMs: config.webhooks.sweepIntervalMs,
-      }),
-    );
-  }
+  if (runWorkers) stoppers.push(await startWorkers(jobs, services, { config, orm, clock, logger }));
+  const ready = readiness(orm);
 
-  const ready = async () => {
-    try {
-      await Promise.race([
-        orm.em.getConnection().execute("select 1"),
-        new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), 1_000).unref()),
-      ]);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-
-  // Every role serves the internal listener (a worker: for /metrics and health); api and all serve partners.
-  const listeners = await startListeners({
-    config,
-    services,
-    clock,
-    logger,
-    internalToken: options.internalToken,
-    ready,
-    orm,
-    partner: config.role !== "worker",
+  const { listeners, registry } = await serve(options, { services, clock, orm, changes, ready }, (url) => {
+    boundUrl = url;
   });
-  if (listeners.partnerUrl) boundUrl = listeners.partnerUrl;
-  for (const url of [listeners.partnerUrl, listeners.internalUrl])
-    if (url) services.destinations.ownPorts.add(Number(new URL(url).port));
-  // Every instance's ports are out of reach of loopback webhooks, not only this one's.
-  const registry = await startListenerRegistry(orm, changes, [...services.destinations.ownPorts]);
-  services.destinations.instancePorts = () => registry.ports();
 
+  const stop = async () => {
+    for (const stop of stoppers) stop();
+    await listeners.close();
+    await registry.stop().catch(() => undefined);
+    await boss.stop({ graceful: true, timeout: 10_000, close: true });
+    // Webhook attempts under way end and are recorded; deliveries waiting in this process are let go.
+    await services.deliveryWorker.stop();
+    services.sender.close();
+    await changes.close();
+    await orm.close();
+  };
   let stopped: Promise<void> | undefined;
   return {
     partnerUrl: listeners.partnerUrl,
@@ -193,18 +238,8 @@ export async function createApp(options: AppOptions): Promise<App> {
     changes,
     runJob: (name, data) => runJobNow(boss, name, data),
     ready,
-    stop() {
-      stopped ??= (async () => {
-        for (const stop of stoppers) stop();
-        await listeners.close();
-        await registry.stop().catch(() => undefined);
-        await boss.stop({ graceful: true, timeout: 10_000, close: true });
-        // Webhook attempts under way end and are recorded; deliveries waiting in this process are let go.
-        await services.deliveryWorker.stop();
-        services.sender.close();
-        await changes.close();
-        await orm.close();
-      })();
+    stop: () => {
+      stopped ??= stop();
       return stopped;
     },
   };

@@ -3,7 +3,7 @@ import { createBooksService } from "./books/books.service.ts";
 import type { Config } from "./config.ts";
 import { consentFlow } from "./consent/consent.page.ts";
 import { createConsentService } from "./consent/consent.service.ts";
-import { createConsentLinkService } from "./consent/consent-link.service.ts";
+import { type ConsentLinkService, createConsentLinkService } from "./consent/consent-link.service.ts";
 import { consentLinksPurge } from "./consent/consent-retention.repository.ts";
 import { createDisbursementService } from "./disbursements/disbursement.service.ts";
 import {
@@ -11,18 +11,19 @@ import {
   sandboxSimulatorOrphansPurge,
 } from "./disbursements/disbursement-retention.repository.ts";
 import { mandateFlow } from "./disbursements/mandate.page.ts";
-import { createMandateService } from "./disbursements/mandate.service.ts";
+import { createMandateService, type MandateService } from "./disbursements/mandate.service.ts";
 import { createPaystackProvider } from "./disbursements/paystack.ts";
 import { sandboxProvider } from "./disbursements/provider.ts";
 import { createProviderWebhooks } from "./disbursements/provider-webhooks.ts";
 import { createRefundService } from "./disbursements/refund.service.ts";
 import { createRepaymentService } from "./disbursements/repayment.service.ts";
+import type { EdgeServices } from "./edge/dependencies.ts";
 import { createIdempotencyService } from "./idempotency/idempotency.service.ts";
 import { createLedgerService } from "./ledger/ledger.service.ts";
 import { sandboxLedgerLinesPurge } from "./ledger/ledger-retention.repository.ts";
 import { createPartnerService } from "./partners/partner.service.ts";
-import { createHostedPages } from "./person/hosted-page.ts";
-import { createPersonService } from "./person/person.service.ts";
+import { createHostedPages, type HostedPages } from "./person/hosted-page.ts";
+import { createPersonService, type PersonService } from "./person/person.service.ts";
 import { createSmsSender } from "./person/sms.ts";
 import type { Clock } from "./platform/clock.ts";
 import type { DataKeys } from "./platform/crypto/data-keys.ts";
@@ -52,7 +53,7 @@ import { createDeliveriesService } from "./webhooks/deliveries.service.ts";
 import { createDeliveryWorker } from "./webhooks/delivery.worker.ts";
 import type { DestinationPolicy, Resolver } from "./webhooks/destination.ts";
 import { createDnsResolver } from "./webhooks/dns.ts";
-import { createOutbox } from "./webhooks/outbox.ts";
+import { createOutbox } from "./webhooks/outbox.service.ts";
 import { createSender } from "./webhooks/sender.ts";
 import { createWebhookService } from "./webhooks/webhook.service.ts";
 import { webhookPurges } from "./webhooks/webhook-retention.repository.ts";
@@ -239,19 +240,12 @@ export function createServices(deps: ServiceDeps) {
     consents,
     consentLinks,
     mandates,
-    pages: createHostedPages({ csrfKey: deps.dataKeys["consent-csrf"], logger }),
-    consentFlow: consentFlow(consentLinks),
-    mandateFlow: mandateFlow(mandates),
-    /** Opens a prompt session's URL (once): the session, and the hosted page it leads to. */
-    async openPrompt(em: Em, token: string) {
-      const session = await person.openSession(em, token);
-      const page: "consent" | "mandate" = session.subject.startsWith("dsb_") ? "mandate" : "consent";
-      const pageToken =
-        page === "mandate"
-          ? await mandates.pageToken(em, session.subject)
-          : await consentLinks.pageToken(em, session.subject);
-      return { sessionId: session.id, page, token: pageToken };
-    },
+    hostedPages: hostedPages({
+      pages: createHostedPages({ csrfKey: deps.dataKeys["consent-csrf"], logger }),
+      person,
+      consentLinks,
+      mandates,
+    }),
     partners,
     apiKeys,
     /** Dedicated capacity: the operator's per-partner and per-key limits. */
@@ -313,5 +307,32 @@ export function createServices(deps: ServiceDeps) {
       holdMs: Math.min(5_000, config.webhooks.timeoutMs),
       sweepGraceMs: 5_000,
     }),
+  };
+}
+
+/** The hosted pages people open: a consent link, a mandate, and a prompt session that leads to either. */
+function hostedPages(o: {
+  pages: HostedPages;
+  person: PersonService;
+  consentLinks: ConsentLinkService;
+  mandates: MandateService;
+}): EdgeServices["hostedPages"] {
+  const { pages, person, consentLinks, mandates } = o;
+  const consent = consentFlow(consentLinks);
+  const mandate = mandateFlow(mandates);
+  /** Opens a prompt session's URL (once): the session, and the hosted page it leads to. */
+  const openPrompt = async (em: Em, token: string) => {
+    const session = await person.openSession(em, token);
+    const page: "consent" | "mandate" = session.subject.startsWith("dsb_") ? "mandate" : "consent";
+    const pageToken =
+      page === "mandate"
+        ? await mandates.pageToken(em, session.subject)
+        : await consentLinks.pageToken(em, session.subject);
+    return { sessionId: session.id, page, token: pageToken };
+  };
+  return {
+    consent: (em, req, res, requestId) => pages.handle(consent, em, req, res, requestId),
+    mandate: (em, req, res, requestId) => pages.handle(mandate, em, req, res, requestId),
+    prompt: (em, req, res, requestId) => pages.prompt(em, req, res, requestId, openPrompt),
   };
 }

@@ -1,6 +1,7 @@
 // `npm run db:migrate`: applies pending migrations (and pg-boss's schema) and exits. The service also
 // migrates at start, under the same advisory lock, so this is for deployments that migrate as a step.
 import { ConfigError, loadConfig } from "../config.ts";
+import { schema } from "../entities.ts";
 import { migrate } from "../platform/db/orm.ts";
 import { startBoss } from "../platform/jobs/boss.ts";
 import { createLogger } from "../platform/logger.ts";
@@ -14,7 +15,7 @@ try {
   });
   const runtime = await resolveRuntime(config, logger);
   try {
-    const applied = await migrate(runtime.databaseUrl, logger);
+    const applied = await migrate(runtime.databaseUrl, schema, logger);
     logger.info(applied.length ? "applied migrations" : "no pending migrations", { migrations: applied });
     const boss = await startBoss({ databaseUrl: runtime.databaseUrl, logger, supervise: false });
     await boss.stop({ graceful: false, close: true });

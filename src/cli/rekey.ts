@@ -5,6 +5,7 @@
 // be opened by any key given; 2 usage or configuration error.
 import { parseArgs } from "node:util";
 import { ConfigError, loadConfig } from "../config.ts";
+import { schema } from "../entities.ts";
 import { rekey } from "../master-key.ts";
 import { createSecretBox } from "../platform/crypto/secret-box.ts";
 import { createOrm, migrate } from "../platform/db/orm.ts";
@@ -24,8 +25,8 @@ try {
   const logger = createLogger({ level: "warn", bindings: { service: "partner-api", task: "rekey" } });
   const runtime = await resolveRuntime(config, logger);
   try {
-    await migrate(runtime.databaseUrl, logger);
-    const orm = await createOrm({ databaseUrl: runtime.databaseUrl, poolSize: 2, logger });
+    await migrate(runtime.databaseUrl, schema, logger);
+    const orm = await createOrm({ databaseUrl: runtime.databaseUrl, schema, poolSize: 2, logger });
     try {
       const box = createSecretBox(runtime.masterKey, runtime.acceptedMasterKeys);
       const reports = await rekey(orm.em.fork(), box, { dryRun: flags.check });

@@ -1,4 +1,4 @@
-import { sql } from "../platform/db/sql.ts";
+import { deleteCounted } from "../platform/db/purge.ts";
 import type { PurgeBatch, PurgeStep } from "../retention/retention.service.ts";
 
 /**
@@ -12,14 +12,14 @@ export const consentLinksPurge: PurgeStep = {
   retention: "default",
   async batch(tx, cutoff, limit): Promise<PurgeBatch> {
     // The expression of `consent_links_by_end`, so the search is an index range.
-    const rows = await sql<{ id: string }>(
+    const deleted = await deleteCounted(
       tx,
       `delete from consent_links where id in (
          select id from consent_links where coalesce(decided_at, expires_at) < $1
           limit $2 for update skip locked)
-       returning id`,
+       returning 1`,
       [cutoff, limit],
     );
-    return { picked: rows.length, deleted: { consent_links: rows.length } };
+    return { picked: deleted, deleted: { consent_links: deleted } };
   },
 };

@@ -1,5 +1,4 @@
-import type { HostedFlow, HostedView } from "../person/hosted-page.ts";
-import { escapeHtml } from "../person/hosted-page.ts";
+import { escapeHtml, type HostedFlow, type HostedView } from "../person/hosted-pages.service.ts";
 import type { ConsentLinkService, PageView } from "./consent-link.service.ts";
 import { describeScope, isScope } from "./scopes.ts";
 

@@ -10,7 +10,7 @@ import { isId, newId } from "../platform/ids.ts";
 import { pageOf, pageSize, unknownCursor } from "../platform/paging.ts";
 import type { Environment, Tenant } from "../platform/tenancy.ts";
 import type { UserService } from "../users/user.service.ts";
-import type { Outbox } from "../webhooks/outbox.ts";
+import type { Outbox } from "../webhooks/outbox.service.ts";
 import type { AuthMethod, Consent } from "./consent.entity.ts";
 import { consentRepository as repo } from "./consent.repository.ts";
 import { scopes as allScopes, isScope, type Scope } from "./scopes.ts";

@@ -1,8 +1,9 @@
 import type { BooksService } from "../books/books.service.ts";
 import type { Em } from "../platform/db/orm.ts";
+import { deleteCounted } from "../platform/db/purge.ts";
 import { sql } from "../platform/db/sql.ts";
+import { FIXTURE_LENDER_ID } from "../platform/tenancy.ts";
 import type { PurgeBatch, PurgeStep } from "../retention/retention.service.ts";
-import { FIXTURE_LENDER_ID } from "../sandbox/fixtures.ts";
 import { disbursementRepository, lenderScope } from "./disbursement.repository.ts";
 
 /**
@@ -25,14 +26,40 @@ const DONE = `
        and (i.status = 'SCHEDULED' or i.pending_reference is not null or i.refund_status = 'PENDING'
             or greatest(i.collected_at, i.failed_at, i.refunded_at) >= $1))`;
 
-/** Runs a delete that ends `returning 1` and answers how many rows it deleted. */
-async function count(tx: Em, statement: string, params: unknown[]): Promise<number> {
-  const [row] = await sql<{ n: number }>(
+/**
+ * Deletes the sandbox payment simulator's records of these disbursements, by our references: refunds by their
+ * reference and by the charge they returned, debits by every attempt's reference (`rpy_…:<n>`, and the next one
+ * a sandbox helper may have set an answer for), the transfer by the disbursement's id.
+ */
+async function deleteSimulatorRecords(tx: Em, ids: string[]) {
+  const sandboxRefunds = await deleteCounted(
     tx,
-    `with gone as (${statement}) select count(*)::int as n from gone`,
-    params,
+    `delete from sandbox_refunds
+      where reference in (select refund_reference from installments
+                           where disbursement_id = any($1::text[]) and refund_reference is not null)
+         or charge_reference in (select collected_reference from installments
+                                  where disbursement_id = any($1::text[]) and collected_reference is not null)
+     returning 1`,
+    [ids],
   );
-  return row?.n ?? 0;
+  const sandboxDebits = await deleteCounted(
+    tx,
+    `delete from sandbox_debits
+      where reference in (select i.id || ':' || n from installments i, generate_series(1, i.attempts + 1) n
+                           where i.disbursement_id = any($1::text[]))
+     returning 1`,
+    [ids],
+  );
+  const sandboxTransfers = await deleteCounted(
+    tx,
+    "delete from sandbox_transfers where reference = any($1::text[]) returning 1",
+    [ids],
+  );
+  return {
+    sandbox_transfers: sandboxTransfers,
+    sandbox_debits: sandboxDebits,
+    sandbox_refunds: sandboxRefunds,
+  };
 }
 
 /**
@@ -63,44 +90,19 @@ export function sandboxDisbursementsPurge(books: Pick<BooksService, "forgetSandb
       );
       const ids = done.map((r) => r.id);
       if (ids.length === 0) return { picked: picked.length, deleted: {} };
-      // The simulator's records, by our references: refunds by their reference and by the charge they
-      // returned, debits by every attempt's reference (`rpy_…:<n>`, and the next one a sandbox helper may
-      // have set an answer for), the transfer by the disbursement's id.
-      const sandboxRefunds = await count(
-        tx,
-        `delete from sandbox_refunds
-          where reference in (select refund_reference from installments
-                               where disbursement_id = any($1::text[]) and refund_reference is not null)
-             or charge_reference in (select collected_reference from installments
-                                      where disbursement_id = any($1::text[]) and collected_reference is not null)
-         returning 1`,
-        [ids],
-      );
-      const sandboxDebits = await count(
-        tx,
-        `delete from sandbox_debits
-          where reference in (select i.id || ':' || n from installments i, generate_series(1, i.attempts + 1) n
-                               where i.disbursement_id = any($1::text[]))
-         returning 1`,
-        [ids],
-      );
-      const sandboxTransfers = await count(
-        tx,
-        "delete from sandbox_transfers where reference = any($1::text[]) returning 1",
-        [ids],
-      );
+      const simulator = await deleteSimulatorRecords(tx, ids);
       const borrowers = await sql<{ user_id: string; partner_id: string }>(
         tx,
         "select distinct user_id, partner_id from disbursements where id = any($1::text[])",
         [ids],
       );
       const bookEntries = await books.forgetSandboxLoans(tx, ids);
-      const installments = await count(
+      const installments = await deleteCounted(
         tx,
         "delete from installments where disbursement_id = any($1::text[]) returning 1",
         [ids],
       );
-      const disbursements = await count(
+      const disbursements = await deleteCounted(
         tx,
         "delete from disbursements where id = any($1::text[]) and environment = 'sandbox' returning 1",
         [ids],
@@ -118,9 +120,7 @@ export function sandboxDisbursementsPurge(books: Pick<BooksService, "forgetSandb
           disbursements,
           installments,
           book_entries: bookEntries,
-          sandbox_transfers: sandboxTransfers,
-          sandbox_debits: sandboxDebits,
-          sandbox_refunds: sandboxRefunds,
+          ...simulator,
         },
       };
     },
@@ -137,7 +137,7 @@ export const sandboxSimulatorOrphansPurge: PurgeStep = {
   name: "sandbox simulator records",
   retention: "sandbox",
   async batch(tx, cutoff, limit): Promise<PurgeBatch> {
-    const transfers = await count(
+    const transfers = await deleteCounted(
       tx,
       `delete from sandbox_transfers where reference in (
          select t.reference from sandbox_transfers t
@@ -146,7 +146,7 @@ export const sandboxSimulatorOrphansPurge: PurgeStep = {
        returning 1`,
       [cutoff, limit],
     );
-    const debits = await count(
+    const debits = await deleteCounted(
       tx,
       `delete from sandbox_debits where reference in (
          select t.reference from sandbox_debits t
@@ -156,7 +156,7 @@ export const sandboxSimulatorOrphansPurge: PurgeStep = {
        returning 1`,
       [cutoff, limit],
     );
-    const refunds = await count(
+    const refunds = await deleteCounted(
       tx,
       `delete from sandbox_refunds where reference in (
          select t.reference from sandbox_refunds t

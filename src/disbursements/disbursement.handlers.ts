@@ -13,7 +13,8 @@ import {
   type RepaymentSchema,
 } from "../../gen/partner/v1/disbursements_pb.ts";
 import type { BooksService } from "../books/books.service.ts";
-import { callerOf, emOf, limitsOf } from "../platform/rpc/context.ts";
+import { callerOf, emOf } from "../platform/rpc/context.ts";
+import { limitsOf } from "../ratelimit/limits.context.ts";
 import type { Disbursement } from "./disbursement.entity.ts";
 import type { DisbursementService, DisbursementView, Installment } from "./disbursement.service.ts";
 import type { RepaymentService } from "./repayment.service.ts";

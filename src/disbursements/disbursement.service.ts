@@ -17,7 +17,7 @@ import type { Metrics } from "../platform/metrics.ts";
 import { pageOf, pageSize, unknownCursor } from "../platform/paging.ts";
 import type { Caller, Environment } from "../platform/tenancy.ts";
 import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
-import type { Outbox } from "../webhooks/outbox.ts";
+import type { Outbox } from "../webhooks/outbox.service.ts";
 import type { Disbursement } from "./disbursement.entity.ts";
 import { lenderScope, disbursementRepository as repo } from "./disbursement.repository.ts";
 import {

@@ -1,5 +1,4 @@
-import type { HostedFlow, HostedView, Note } from "../person/hosted-page.ts";
-import { escapeHtml } from "../person/hosted-page.ts";
+import { escapeHtml, type HostedFlow, type HostedView, type Note } from "../person/hosted-pages.service.ts";
 import type { MandateService, MandateView } from "./mandate.service.ts";
 
 /** What the mandate page shows, in the hosted pages' shape. */

@@ -6,7 +6,7 @@ import type { Em } from "../platform/db/orm.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import type { Environment } from "../platform/tenancy.ts";
-import type { Outbox } from "../webhooks/outbox.ts";
+import type { Outbox } from "../webhooks/outbox.service.ts";
 import { lenderScope, disbursementRepository as repo } from "./disbursement.repository.ts";
 import type { DisbursementService } from "./disbursement.service.ts";
 import type { Installment } from "./installment.entity.ts";

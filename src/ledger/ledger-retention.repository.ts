@@ -1,16 +1,5 @@
-import type { Em } from "../platform/db/orm.ts";
-import { sql } from "../platform/db/sql.ts";
+import { deleteCounted } from "../platform/db/purge.ts";
 import type { PurgeBatch, PurgeStep } from "../retention/retention.service.ts";
-
-/** Runs a delete that ends `returning 1` and answers how many rows it deleted. */
-async function count(tx: Em, statement: string, params: unknown[]): Promise<number> {
-  const [row] = await sql<{ n: number }>(
-    tx,
-    `with gone as (${statement}) select count(*)::int as n from gone`,
-    params,
-  );
-  return row?.n ?? 0;
-}
 
 /**
  * The ledger lines sandbox partners' collections and refunds wrote on their copies of the sandbox users (scope
@@ -23,21 +12,21 @@ export const sandboxLedgerLinesPurge: PurgeStep = {
   retention: "ledger",
   async batch(tx, cutoff, limit): Promise<PurgeBatch> {
     const day = cutoff.toISOString().slice(0, 10);
-    const entries = await count(
+    const entries = await deleteCounted(
       tx,
       `delete from ledger_entries where id in (
          select id from ledger_entries where scope <> '' and day < $1 limit $2 for update skip locked)
        returning 1`,
       [day, limit],
     );
-    const daily = await count(
+    const daily = await deleteCounted(
       tx,
       `delete from ledger_daily where (user_id, day, scope) in (
          select user_id, day, scope from ledger_daily where scope <> '' and day < $1 limit $2 for update skip locked)
        returning 1`,
       [day, limit],
     );
-    const counterparties = await count(
+    const counterparties = await deleteCounted(
       tx,
       `delete from ledger_counterparties where (user_id, direction, counterparty_hash, scope) in (
          select user_id, direction, counterparty_hash, scope from ledger_counterparties

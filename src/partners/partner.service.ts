@@ -2,7 +2,7 @@ import type { Clock } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
-import { FIXTURE_LENDER_ID } from "../sandbox/fixtures.ts";
+import { FIXTURE_LENDER_ID } from "../platform/tenancy.ts";
 import type { Partner } from "./partner.entity.ts";
 import { partnerRepository as repo } from "./partner.repository.ts";
 

@@ -4,19 +4,29 @@ import { sql } from "./db/sql.ts";
 import { BOSS_SCHEMA } from "./jobs/boss.ts";
 import type { Metrics } from "./metrics.ts";
 
+/** Runs one read-only query on a fresh entity manager (the pool, outside any transaction). */
+type Query = <T>(text: string, params: unknown[]) => Promise<T[]>;
+
 /**
  * Gauges read from the database when scraped. They describe the shared state of the deployment, so every
  * instance reports the same values: aggregate them with `max`, not `sum`.
  */
 export function registerDatabaseGauges(metrics: Metrics, orm: Orm, clock: Clock): void {
+  const query: Query = (text, params) => sql(orm.em.fork(), text, params);
   const now = () => clock.now();
+  registerDeliveryGauges(metrics, query, now);
+  registerJobQueueGauges(metrics, query);
+  registerMoneyGauges(metrics, query, now);
+}
+
+/** Webhook deliveries whose time has come, and how long the most overdue one has waited. */
+function registerDeliveryGauges(metrics: Metrics, query: Query, now: () => Date): void {
   metrics.gauge(
     "webhook_deliveries_due",
     "Webhook deliveries waiting for an attempt whose time has come, by environment.",
     async () =>
       (
-        await sql<{ environment: string; n: string }>(
-          orm.em.fork(),
+        await query<{ environment: string; n: string }>(
           `select w.environment, count(*)::text as n from webhook_deliveries d join webhooks w on w.id = d.webhook_id
             where d.status in ('PENDING', 'FAILED') and d.next_attempt_at <= $1 group by w.environment`,
           [now()],
@@ -27,8 +37,7 @@ export function registerDatabaseGauges(metrics: Metrics, orm: Orm, clock: Clock)
     "webhook_deliveries_oldest_due_seconds",
     "How long the most overdue webhook delivery has been waiting past its planned time (0 when none is).",
     async () => {
-      const [row] = await sql<{ age: number | null }>(
-        orm.em.fork(),
+      const [row] = await query<{ age: number | null }>(
         `select extract(epoch from ($1::timestamptz - min(next_attempt_at)))::float8 as age
            from webhook_deliveries where status in ('PENDING', 'FAILED') and next_attempt_at <= $1`,
         [now()],
@@ -36,10 +45,13 @@ export function registerDatabaseGauges(metrics: Metrics, orm: Orm, clock: Clock)
       return [{ labels: {}, value: Math.max(0, row?.age ?? 0) }];
     },
   );
+}
+
+/** pg-boss's jobs ready to run and not yet taken, and the oldest one's wait, by queue. */
+function registerJobQueueGauges(metrics: Metrics, query: Query): void {
   metrics.gauge("job_queue_depth", "Jobs ready to run and not yet taken, by queue.", async () =>
     (
-      await sql<{ name: string; n: string }>(
-        orm.em.fork(),
+      await query<{ name: string; n: string }>(
         `select name, count(*)::text as n from ${BOSS_SCHEMA}.job
             where state in ('created', 'retry') and start_after <= now() group by name`,
         [],
@@ -51,21 +63,23 @@ export function registerDatabaseGauges(metrics: Metrics, orm: Orm, clock: Clock)
     "Age of the oldest job ready to run and not yet taken, by queue.",
     async () =>
       (
-        await sql<{ name: string; age: number }>(
-          orm.em.fork(),
+        await query<{ name: string; age: number }>(
           `select name, extract(epoch from (now() - min(start_after)))::float8 as age from ${BOSS_SCHEMA}.job
             where state in ('created', 'retry') and start_after <= now() group by name`,
           [],
         )
       ).map((r) => ({ labels: { queue: r.name }, value: Math.max(0, r.age) })),
   );
+}
+
+/** Payouts not yet settled, and repayment debits whose time has come. */
+function registerMoneyGauges(metrics: Metrics, query: Query, now: () => Date): void {
   metrics.gauge(
     "payouts_in_flight",
     "Disbursements not yet settled, by environment and status (PENDING, PROCESSING).",
     async () =>
       (
-        await sql<{ environment: string; status: string; n: string }>(
-          orm.em.fork(),
+        await query<{ environment: string; status: string; n: string }>(
           `select environment, status, count(*)::text as n from disbursements
             where status in ('PENDING', 'PROCESSING') group by environment, status`,
           [],
@@ -77,8 +91,7 @@ export function registerDatabaseGauges(metrics: Metrics, orm: Orm, clock: Clock)
     "Repayment debits whose time has come and that are not settled, by environment.",
     async () =>
       (
-        await sql<{ environment: string; n: string }>(
-          orm.em.fork(),
+        await query<{ environment: string; n: string }>(
           `select d.environment, count(*)::text as n from installments i join disbursements d on d.id = i.disbursement_id
             where i.status = 'SCHEDULED' and i.next_attempt_at <= $1 group by d.environment`,
           [now()],

@@ -6,6 +6,13 @@ export const environments = ["sandbox", "production"] as const;
 /** An environment. */
 export type Environment = (typeof environments)[number];
 
+/**
+ * The sandbox fixture lender: the reserved partner that lent the sandbox fixture users their past loans. It has
+ * no keys and is never a caller; every sandbox tenant reads its rows beside its own (the fixture users' standing
+ * and repayment history), partner lists leave it out, and retention never purges it.
+ */
+export const FIXTURE_LENDER_ID = "ptn_00000000000000000000SANDBX";
+
 /** Who is calling: established from the API key at the edge, read by every partner handler. */
 export interface Caller {
   keyId: string;

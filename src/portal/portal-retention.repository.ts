@@ -1,5 +1,5 @@
 import { ms } from "../platform/clock.ts";
-import { sql } from "../platform/db/sql.ts";
+import { deleteCounted } from "../platform/db/purge.ts";
 import type { PurgeBatch, PurgeStep } from "../retention/retention.service.ts";
 import { SESSION_IDLE_MS } from "./session.service.ts";
 
@@ -12,15 +12,15 @@ export const portalSessionsPurge: PurgeStep = {
   retention: "now",
   async batch(tx, cutoff, limit): Promise<PurgeBatch> {
     const idle = new Date(cutoff.getTime() - SESSION_IDLE_MS);
-    const rows = await sql<{ id: string }>(
+    const deleted = await deleteCounted(
       tx,
       `delete from portal_sessions where id in (
          select id from portal_sessions where ended_at < $1 or expires_at < $1 or last_seen_at < $2
           limit $3 for update skip locked)
-       returning id`,
+       returning 1`,
       [cutoff, idle, limit],
     );
-    return { picked: rows.length, deleted: { portal_sessions: rows.length } };
+    return { picked: deleted, deleted: { portal_sessions: deleted } };
   },
 };
 
@@ -29,14 +29,14 @@ export const portalInvitesPurge: PurgeStep = {
   name: "portal invites",
   retention: "default",
   async batch(tx, cutoff, limit): Promise<PurgeBatch> {
-    const rows = await sql<{ id: string }>(
+    const deleted = await deleteCounted(
       tx,
       `delete from portal_invites where id in (
          select id from portal_invites where expires_at < $1 limit $2 for update skip locked)
-       returning id`,
+       returning 1`,
       [cutoff, limit],
     );
-    return { picked: rows.length, deleted: { portal_invites: rows.length } };
+    return { picked: deleted, deleted: { portal_invites: deleted } };
   },
 };
 
@@ -45,14 +45,14 @@ export const portalAuditPurge: PurgeStep = {
   name: "portal audit events",
   retention: "audit",
   async batch(tx, cutoff, limit): Promise<PurgeBatch> {
-    const rows = await sql<{ id: string }>(
+    const deleted = await deleteCounted(
       tx,
       `delete from portal_audit_events where id in (
          select id from portal_audit_events where created_at < $1 limit $2 for update skip locked)
-       returning id`,
+       returning 1`,
       [cutoff, limit],
     );
-    return { picked: rows.length, deleted: { portal_audit_events: rows.length } };
+    return { picked: deleted, deleted: { portal_audit_events: deleted } };
   },
 };
 
@@ -61,16 +61,16 @@ export const portalThrottlesPurge: PurgeStep = {
   name: "portal sign-in throttles",
   retention: "now",
   async batch(tx, cutoff, limit): Promise<PurgeBatch> {
-    const rows = await sql<{ email_hash: Buffer }>(
+    const deleted = await deleteCounted(
       tx,
       `delete from portal_signin_throttles where email_hash in (
          select email_hash from portal_signin_throttles
           where updated_at < $1 and (locked_until is null or locked_until < $2)
           limit $3 for update skip locked)
-       returning email_hash`,
+       returning 1`,
       [new Date(cutoff.getTime() - ms.day), cutoff, limit],
     );
-    return { picked: rows.length, deleted: { portal_signin_throttles: rows.length } };
+    return { picked: deleted, deleted: { portal_signin_throttles: deleted } };
   },
 };
 

@@ -4,7 +4,7 @@ import type { Em } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { rateClassOf } from "../platform/http/rules.ts";
 import type { Logger } from "../platform/logger.ts";
-import { emOf, kEm, kRequestHost } from "../platform/rpc/context.ts";
+import { emOf, inUnit, kRequestHost } from "../platform/rpc/context.ts";
 import type { Caller, Environment } from "../platform/tenancy.ts";
 import type { AuditService } from "./audit.service.ts";
 import { cookieOf, requireSameOrigin, SESSION_COOKIE } from "./cookies.ts";
@@ -120,16 +120,13 @@ export function createPortalGate(o: PortalGateOptions) {
       };
       const em = emOf(call.values);
       try {
-        return await em.transactional(async (tx) => {
-          call.values.set(kEm, tx);
-          try {
+        return await em.transactional((tx) =>
+          inUnit(call.values, { kind: "audited", em: tx }, async () => {
             const response = await run();
             await o.audit.record(tx, actor, { ...entry, target: targetOf(request, response) });
             return response;
-          } finally {
-            call.values.set(kEm, em);
-          }
-        });
+          }),
+        );
       } catch (err) {
         const outcome = err instanceof ApiError ? err.code : "internal";
         await o.audit

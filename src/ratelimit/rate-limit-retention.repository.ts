@@ -1,4 +1,4 @@
-import { sql } from "../platform/db/sql.ts";
+import { deleteCounted } from "../platform/db/purge.ts";
 import type { PurgeBatch, PurgeStep } from "../retention/retention.service.ts";
 import type { KeyedBuckets } from "./keyed-buckets.ts";
 
@@ -18,7 +18,7 @@ export function rateLimitBucketsPurge(families: readonly KeyedBuckets[]): PurgeS
     name: "rate-limit buckets full again",
     retention: "now",
     async batch(tx, cutoff, limit): Promise<PurgeBatch> {
-      const rows = await sql<{ bucket_key: string }>(
+      const deleted = await deleteCounted(
         tx,
         `delete from rate_limit_buckets where bucket_key in (
            select b.bucket_key
@@ -26,10 +26,10 @@ export function rateLimitBucketsPurge(families: readonly KeyedBuckets[]): PurgeS
              join unnest($1::text[], $2::float8[]) f(prefix, full_seconds) on starts_with(b.bucket_key, f.prefix)
             where b.refilled_at < $3::timestamptz - make_interval(secs => f.full_seconds)
             limit $4 for update of b skip locked)
-         returning bucket_key`,
+         returning 1`,
         [prefixes, seconds, cutoff, limit],
       );
-      return { picked: rows.length, deleted: { rate_limit_buckets: rows.length } };
+      return { picked: deleted, deleted: { rate_limit_buckets: deleted } };
     },
   };
 }

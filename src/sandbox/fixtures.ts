@@ -4,6 +4,7 @@ import { DEFAULT_TERMS, type PartnerService } from "../partners/partner.service.
 import { ms } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import type { Logger } from "../platform/logger.ts";
+import { FIXTURE_LENDER_ID } from "../platform/tenancy.ts";
 import type { StandingService } from "../standing/standing.service.ts";
 import type { UserService } from "../users/user.service.ts";
 import { type FixtureUser, fixtureUsers } from "./fixture-users.ts";
@@ -13,9 +14,6 @@ import { sandboxRepository } from "./sandbox.repository.ts";
 export const FIXTURE_VERSION = 1;
 
 export { type FixtureUser, fixtureUsers } from "./fixture-users.ts";
-
-/** The partner that lent the fixture users their past loans; it has no keys and is never a caller. */
-export const FIXTURE_LENDER_ID = "ptn_00000000000000000000SANDBX";
 
 /** 32-bit FNV-1a: the seed of a user-day's generator, so a day's entries are the same whenever generated. */
 function fnv1a(text: string): number {

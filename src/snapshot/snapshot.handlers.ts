@@ -5,8 +5,9 @@ import type { SnapshotService as SnapshotApi } from "../../gen/partner/v1/snapsh
 import type { LedgerService } from "../ledger/ledger.service.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import type { Metrics } from "../platform/metrics.ts";
-import { callerOf, emOf, limitsOf } from "../platform/rpc/context.ts";
+import { callerOf, emOf } from "../platform/rpc/context.ts";
 import type { ConcurrencyLimiter } from "../ratelimit/concurrency-limiter.ts";
+import { limitsOf } from "../ratelimit/limits.context.ts";
 import type { StandingService } from "../standing/standing.service.ts";
 import type { SnapshotService } from "./snapshot.service.ts";
 

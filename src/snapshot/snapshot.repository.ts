@@ -2,7 +2,7 @@ import type { Scope } from "../consent/scopes.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 import type { Tenant } from "../platform/tenancy.ts";
-import { FIXTURE_LENDER_ID } from "../sandbox/fixtures.ts";
+import { FIXTURE_LENDER_ID } from "../platform/tenancy.ts";
 import type { Tier } from "../standing/standing.service.ts";
 
 /** Cashflow signals look back this far, whatever the window. */

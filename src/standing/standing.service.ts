@@ -3,7 +3,7 @@ import type { Clock } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { validationFailed } from "../platform/errors.ts";
 import type { UserService } from "../users/user.service.ts";
-import type { Outbox } from "../webhooks/outbox.ts";
+import type { Outbox } from "../webhooks/outbox.service.ts";
 import type { StandingSignals, WorkSignals } from "./standing.entity.ts";
 import { standingRepository as repo } from "./standing.repository.ts";
 

@@ -1,9 +1,9 @@
-import { isE164, last4 } from "../consent/phone.ts";
 import type { Clock } from "../platform/clock.ts";
 import { keyedHash } from "../platform/crypto/keys.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
+import { isE164, last4 } from "../platform/phone.ts";
 import type { Environment } from "../platform/tenancy.ts";
 import { userRepository as repo } from "./user.repository.ts";
 

@@ -1,4 +1,4 @@
-import type { CircuitState } from "./webhook.repository.ts";
+import type { CircuitState } from "./delivery-worker.repository.ts";
 
 /** The shortest wait of an open circuit; it then doubles (the time it has been open) up to the policy's longest. */
 export const CIRCUIT_MIN_WAIT_MS = 5_000;

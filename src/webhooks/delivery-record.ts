@@ -1,15 +1,16 @@
 import type { Clock } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import type { Environment } from "../platform/tenancy.ts";
-import type { Outbox, WakeUp } from "./outbox.ts";
-import { nextAttemptAt, parseRetryAfter } from "./schedule.ts";
-import type { AttemptResult } from "./sender.ts";
 import {
   type CircuitState,
   type ClaimedDelivery,
   type RecordedAttempt,
-  webhookRepository as repo,
-} from "./webhook.repository.ts";
+  deliveryWorkerRepository as repo,
+} from "./delivery-worker.repository.ts";
+import type { Outbox, WakeUp } from "./outbox.service.ts";
+import { nextAttemptAt, parseRetryAfter } from "./schedule.ts";
+import type { AttemptResult } from "./sender.ts";
+import { webhookRepository } from "./webhook.repository.ts";
 
 /** An attempt that ended, to record. */
 export interface EndedAttempt {
@@ -120,7 +121,7 @@ export async function recordBatch(
       // 410 Gone: the subscription is disabled and nothing more is sent to it.
       const gone = [...new Set(rows.filter((x) => x.r.statusCode === 410).map((x) => x.d.webhook_id))];
       await repo.disableWebhooks(tx, gone, "the endpoint answered 410 Gone", now);
-      await repo.giveUpDeliveries(tx, gone, now);
+      await webhookRepository.giveUpDeliveries(tx, gone, now);
       parked = await repo.parkDeliveries(
         tx,
         parks.map((p) => ({ id: p.d.id, at: p.at, token: p.d.lease_token })),

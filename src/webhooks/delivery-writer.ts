@@ -3,7 +3,7 @@ import type { Logger } from "../platform/logger.ts";
 import type { Environment } from "../platform/tenancy.ts";
 import type { CircuitView } from "./circuit-view.ts";
 import { type EndedAttempt, type Recorded, type RecordOptions, recordBatch } from "./delivery-record.ts";
-import type { ClaimedDelivery } from "./webhook.repository.ts";
+import type { ClaimedDelivery, RecordedAttempt } from "./delivery-worker.repository.ts";
 
 /** Attempt outcomes and parked deliveries written in one transaction at most (group commit). */
 const WRITE_BATCH = 200;
@@ -58,7 +58,6 @@ export interface DeliveryWriterOptions extends RecordOptions {
  * slower one), then the circuits, wake-ups and metrics follow from what was written.
  */
 export function createDeliveryWriter<I extends Written>(o: DeliveryWriterOptions) {
-  const { logger, view } = o;
   const writes: Write<I>[] = [];
   let writing = false;
 
@@ -70,82 +69,13 @@ export function createDeliveryWriter<I extends Written>(o: DeliveryWriterOptions
       (async () => {
         if (writes.length < WRITE_BATCH) await new Promise((resolve) => setTimeout(resolve, LINGER_MS));
         batch = writes.splice(0, WRITE_BATCH);
-        await flush(batch);
+        await flush(o, batch);
       })().finally(() => {
         writing = false;
         for (const x of batch) x.item.settle?.();
         drain();
       }),
     );
-  };
-
-  const flush = async (batch: Write<I>[]) => {
-    const attempts: EndedAttempt[] = [];
-    const parks: { d: ClaimedDelivery; at: Date }[] = [];
-    const deferred = { capacity: 0, circuit: 0 };
-    for (const w of batch) {
-      if (w.kind === "attempt") attempts.push({ ...w, d: w.item.d });
-      else {
-        parks.push({ d: w.item.d, at: w.at });
-        if (w.reason !== "release") deferred[w.reason]++;
-      }
-    }
-    const now = o.clock.now();
-    let recorded: Recorded | undefined;
-    try {
-      recorded = await recordBatch(o, attempts, parks);
-    } catch (err) {
-      logger.error(
-        "could not record webhook attempts; their deliveries are tried again once their claims lapse",
-        {
-          err,
-          attempts: attempts.length,
-          parked: parks.length,
-        },
-      );
-    }
-    circuits(attempts, recorded);
-    if (!recorded) return;
-    for (const x of recorded.rows) {
-      if (x.next) o.wakeAt(x.d.id, x.d.environment, x.next, now);
-      const d = x.d;
-      o.onAttempt?.({
-        firstAttempt: d.attempts === 0,
-        sinceCreatedMs: x.startedAt.getTime() - d.created_at.getTime(),
-        lateMs:
-          d.next_attempt_at.getTime() > d.created_at.getTime()
-            ? x.startedAt.getTime() - d.next_attempt_at.getTime()
-            : undefined,
-        ok: x.r.ok,
-        latencyMs: x.r.latencyMs,
-        outcome: x.status === "DELIVERED" ? "delivered" : x.status === "FAILED" ? "retrying" : "given_up",
-      });
-    }
-    for (const p of recorded.parked) o.wakeAt(p.id, p.environment, p.at, now);
-    for (const reason of ["capacity", "circuit"] as const) {
-      if (deferred[reason] > 0) o.onDeferred?.(reason, deferred[reason]);
-    }
-  };
-
-  /** Says when a circuit opened or closed, and hands the database's view of each circuit to the process's. */
-  const circuits = (attempts: EndedAttempt[], recorded: Recorded | undefined) => {
-    for (const c of recorded?.circuits ?? []) {
-      const state = recorded?.states.get(c.webhookId);
-      if (state?.circuit_probe_at && state.failure_streak - c.failures < o.circuit.threshold) {
-        logger.info("webhook circuit opened", {
-          webhookId: c.webhookId,
-          failures: state.failure_streak,
-          nextProbeAt: state.circuit_probe_at,
-        });
-      } else if (c.closes && !state?.circuit_probe_at) {
-        logger.info("webhook circuit closed", { webhookId: c.webhookId });
-      }
-    }
-    const counts = new Map<string, number>();
-    for (const a of attempts) counts.set(a.d.webhook_id, (counts.get(a.d.webhook_id) ?? 0) + 1);
-    for (const [id, count] of counts) {
-      view.afterRecord(view.of(id), count, recorded?.states.get(id), recorded !== undefined);
-    }
   };
 
   return {
@@ -155,4 +85,79 @@ export function createDeliveryWriter<I extends Written>(o: DeliveryWriterOptions
       drain();
     },
   };
+}
+
+/** Writes one batch in one transaction, then updates the circuits, wakes the retries and reports. */
+async function flush<I extends Written>(o: DeliveryWriterOptions, batch: Write<I>[]): Promise<void> {
+  const attempts: EndedAttempt[] = [];
+  const parks: { d: ClaimedDelivery; at: Date }[] = [];
+  const deferred = { capacity: 0, circuit: 0 };
+  for (const w of batch) {
+    if (w.kind === "attempt") attempts.push({ ...w, d: w.item.d });
+    else {
+      parks.push({ d: w.item.d, at: w.at });
+      if (w.reason !== "release") deferred[w.reason]++;
+    }
+  }
+  const now = o.clock.now();
+  let recorded: Recorded | undefined;
+  try {
+    recorded = await recordBatch(o, attempts, parks);
+  } catch (err) {
+    o.logger.error(
+      "could not record webhook attempts; their deliveries are tried again once their claims lapse",
+      {
+        err,
+        attempts: attempts.length,
+        parked: parks.length,
+      },
+    );
+  }
+  circuits(o, attempts, recorded);
+  if (!recorded) return;
+  for (const x of recorded.rows) {
+    if (x.next) o.wakeAt(x.d.id, x.d.environment, x.next, now);
+    o.onAttempt?.(report(x));
+  }
+  for (const p of recorded.parked) o.wakeAt(p.id, p.environment, p.at, now);
+  for (const reason of ["capacity", "circuit"] as const) {
+    if (deferred[reason] > 0) o.onDeferred?.(reason, deferred[reason]);
+  }
+}
+
+/** What the metrics are told of a recorded attempt. */
+function report(x: RecordedAttempt): AttemptReport {
+  const d = x.d;
+  return {
+    firstAttempt: d.attempts === 0,
+    sinceCreatedMs: x.startedAt.getTime() - d.created_at.getTime(),
+    lateMs:
+      d.next_attempt_at.getTime() > d.created_at.getTime()
+        ? x.startedAt.getTime() - d.next_attempt_at.getTime()
+        : undefined,
+    ok: x.r.ok,
+    latencyMs: x.r.latencyMs,
+    outcome: x.status === "DELIVERED" ? "delivered" : x.status === "FAILED" ? "retrying" : "given_up",
+  };
+}
+
+/** Says when a circuit opened or closed, and hands the database's view of each circuit to the process's. */
+function circuits(o: DeliveryWriterOptions, attempts: EndedAttempt[], recorded: Recorded | undefined): void {
+  for (const c of recorded?.circuits ?? []) {
+    const state = recorded?.states.get(c.webhookId);
+    if (state?.circuit_probe_at && state.failure_streak - c.failures < o.circuit.threshold) {
+      o.logger.info("webhook circuit opened", {
+        webhookId: c.webhookId,
+        failures: state.failure_streak,
+        nextProbeAt: state.circuit_probe_at,
+      });
+    } else if (c.closes && !state?.circuit_probe_at) {
+      o.logger.info("webhook circuit closed", { webhookId: c.webhookId });
+    }
+  }
+  const counts = new Map<string, number>();
+  for (const a of attempts) counts.set(a.d.webhook_id, (counts.get(a.d.webhook_id) ?? 0) + 1);
+  for (const [id, count] of counts) {
+    o.view.afterRecord(o.view.of(id), count, recorded?.states.get(id), recorded !== undefined);
+  }
 }

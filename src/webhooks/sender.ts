@@ -69,6 +69,18 @@ function classify(err: unknown): AttemptError {
   return "connection_error";
 }
 
+/** An attempt's outcome before its latency is measured. */
+type Outcome = Omit<AttemptResult, "latencyMs">;
+
+/** An attempt that got no HTTP answer. */
+const failed = (err: unknown): Outcome => ({
+  ok: false,
+  statusCode: undefined,
+  error: classify(err),
+  responseBody: undefined,
+  retryAfter: undefined,
+});
+
 /** Creates a sender with keep-alive connection pools. */
 export function createSender({
   policy,
@@ -86,109 +98,16 @@ export function createSender({
     environment?: Environment,
   ): Promise<AttemptResult> => {
     const started = performance.now();
-    const done = (r: Omit<AttemptResult, "latencyMs">): AttemptResult => ({
-      ...r,
-      latencyMs: Math.round(performance.now() - started),
-    });
+    let outcome: Outcome;
     try {
       const url = new URL(rawUrl);
-      // DNS answers within the connect budget, or the attempt ends (`dns_error`): a resolver that never
-      // answers does not hold the worker. (A system lookup cannot be cancelled; it is left to finish.)
-      let timer: NodeJS.Timeout | undefined;
-      const target = await Promise.race([
-        vetHost(url.hostname, policy, portOf(url), environment),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () => reject(new DestinationError("dns_error", `${url.hostname} does not resolve in time`)),
-            connectTimeoutMs,
-          );
-        }),
-      ]).finally(() => clearTimeout(timer));
-      // The connection goes to the address just vetted, whatever DNS says a moment later.
-      const lookup: LookupFunction = (_host, options, cb) => {
-        if ((options as { all?: boolean }).all)
-          (cb as never as (e: null, a: unknown[]) => void)(null, [target]);
-        else cb(null, target.address, target.family);
-      };
-      const client = url.protocol === "https:" ? https : http;
-      return await new Promise<AttemptResult>((resolve) => {
-        let settled = false;
-        const finish = (r: Omit<AttemptResult, "latencyMs">) => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(total);
-          resolve(done(r));
-        };
-        const fail = (err: unknown) =>
-          finish({
-            ok: false,
-            statusCode: undefined,
-            error: classify(err),
-            responseBody: undefined,
-            retryAfter: undefined,
-          });
-        const req = client.request(url, {
-          method: "POST",
-          agent: agents[url.protocol as "http:" | "https:"],
-          lookup,
-          headers: {
-            "content-type": "application/json",
-            "content-length": Buffer.byteLength(body),
-            "user-agent": USER_AGENT,
-            ...headers,
-          },
-        });
-        const total = setTimeout(() => {
-          req.destroy(Object.assign(new Error("attempt timed out"), { code: "ATTEMPT_TIMEOUT" }));
-        }, timeoutMs);
-        req.on("socket", (socket) => {
-          if (!socket.connecting) return;
-          const timer = setTimeout(() => {
-            req.destroy(Object.assign(new Error("connect timed out"), { code: "CONNECT_TIMEOUT" }));
-          }, connectTimeoutMs);
-          socket.once("connect", () => clearTimeout(timer));
-          socket.once("close", () => clearTimeout(timer));
-        });
-        req.on("error", fail);
-        req.on("response", (res) => {
-          const chunks: Buffer[] = [];
-          let kept = 0;
-          let seen = 0;
-          res.on("data", (chunk: Buffer) => {
-            seen += chunk.length;
-            if (kept < KEEP_BODY) {
-              chunks.push(chunk.subarray(0, KEEP_BODY - kept));
-              kept += Math.min(chunk.length, KEEP_BODY - kept);
-            }
-            // A receiver streaming a large body does not hold the worker: stop reading.
-            if (seen > MAX_DRAIN) res.destroy();
-          });
-          const settle = () => {
-            const status = res.statusCode ?? 0;
-            const retryAfter = res.headers["retry-after"];
-            finish({
-              ok: status >= 200 && status < 300,
-              statusCode: status,
-              error: undefined,
-              responseBody: Buffer.concat(chunks).toString("utf8"),
-              retryAfter: typeof retryAfter === "string" ? retryAfter : undefined,
-            });
-          };
-          res.on("end", settle);
-          res.on("close", settle);
-          res.on("error", settle);
-        });
-        req.end(body);
-      });
+      const lookup = await pinnedLookup(url, policy, environment, connectTimeoutMs);
+      const agent = agents[url.protocol as "http:" | "https:"];
+      outcome = await request(url, { agent, lookup, body, headers, connectTimeoutMs, timeoutMs });
     } catch (err) {
-      return done({
-        ok: false,
-        statusCode: undefined,
-        error: classify(err),
-        responseBody: undefined,
-        retryAfter: undefined,
-      });
+      outcome = failed(err);
     }
+    return { ...outcome, latencyMs: Math.round(performance.now() - started) };
   };
 
   return {
@@ -198,4 +117,111 @@ export function createSender({
       agents["https:"].destroy();
     },
   };
+}
+
+/**
+ * Resolves and vets the destination's host, then answers a lookup that always gives the address just vetted:
+ * the connection goes there, whatever DNS says a moment later. DNS answers within the connect budget, or the
+ * attempt ends (`dns_error`): a resolver that never answers does not hold the worker. (A system lookup cannot
+ * be cancelled; it is left to finish.)
+ */
+async function pinnedLookup(
+  url: URL,
+  policy: DestinationPolicy,
+  environment: Environment | undefined,
+  connectTimeoutMs: number,
+): Promise<LookupFunction> {
+  let timer: NodeJS.Timeout | undefined;
+  const target = await Promise.race([
+    vetHost(url.hostname, policy, portOf(url), environment),
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new DestinationError("dns_error", `${url.hostname} does not resolve in time`)),
+        connectTimeoutMs,
+      );
+    }),
+  ]).finally(() => clearTimeout(timer));
+  return (_host, options, cb) => {
+    if ((options as { all?: boolean }).all) (cb as never as (e: null, a: unknown[]) => void)(null, [target]);
+    else cb(null, target.address, target.family);
+  };
+}
+
+/** What one POST needs besides its URL. */
+interface RequestOptions {
+  agent: http.Agent;
+  lookup: LookupFunction;
+  body: string;
+  headers: Record<string, string>;
+  connectTimeoutMs: number;
+  timeoutMs: number;
+}
+
+/** POSTs once, within the connect and total time-outs; never rejects. */
+function request(url: URL, o: RequestOptions): Promise<Outcome> {
+  const client = url.protocol === "https:" ? https : http;
+  return new Promise<Outcome>((resolve) => {
+    let settled = false;
+    const finish = (r: Outcome) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(total);
+      resolve(r);
+    };
+    const req = client.request(url, {
+      method: "POST",
+      agent: o.agent,
+      lookup: o.lookup,
+      headers: {
+        "content-type": "application/json",
+        "content-length": Buffer.byteLength(o.body),
+        "user-agent": USER_AGENT,
+        ...o.headers,
+      },
+    });
+    const total = setTimeout(() => {
+      req.destroy(Object.assign(new Error("attempt timed out"), { code: "ATTEMPT_TIMEOUT" }));
+    }, o.timeoutMs);
+    req.on("socket", (socket) => {
+      if (!socket.connecting) return;
+      const timer = setTimeout(() => {
+        req.destroy(Object.assign(new Error("connect timed out"), { code: "CONNECT_TIMEOUT" }));
+      }, o.connectTimeoutMs);
+      socket.once("connect", () => clearTimeout(timer));
+      socket.once("close", () => clearTimeout(timer));
+    });
+    req.on("error", (err) => finish(failed(err)));
+    req.on("response", (res) => readResponse(res, finish));
+    req.end(o.body);
+  });
+}
+
+/** Keeps the first 4 KiB of the answer and stops reading past 64 KiB; `finish` gets the outcome once. */
+function readResponse(res: http.IncomingMessage, finish: (r: Outcome) => void): void {
+  const chunks: Buffer[] = [];
+  let kept = 0;
+  let seen = 0;
+  res.on("data", (chunk: Buffer) => {
+    seen += chunk.length;
+    if (kept < KEEP_BODY) {
+      chunks.push(chunk.subarray(0, KEEP_BODY - kept));
+      kept += Math.min(chunk.length, KEEP_BODY - kept);
+    }
+    // A receiver streaming a large body does not hold the worker: stop reading.
+    if (seen > MAX_DRAIN) res.destroy();
+  });
+  const settle = () => {
+    const status = res.statusCode ?? 0;
+    const retryAfter = res.headers["retry-after"];
+    finish({
+      ok: status >= 200 && status < 300,
+      statusCode: status,
+      error: undefined,
+      responseBody: Buffer.concat(chunks).toString("utf8"),
+      retryAfter: typeof retryAfter === "string" ? retryAfter : undefined,
+    });
+  };
+  res.on("end", settle);
+  res.on("close", settle);
+  res.on("error", settle);
 }

@@ -1,4 +1,5 @@
 import type { Em } from "../platform/db/orm.ts";
+import { deleteCounted } from "../platform/db/purge.ts";
 import { sql } from "../platform/db/sql.ts";
 import type { PurgeBatch, PurgeStep } from "../retention/retention.service.ts";
 
@@ -15,19 +16,17 @@ import type { PurgeBatch, PurgeStep } from "../retention/retention.service.ts";
 /** Deletes the attempts of these deliveries, then the deliveries; returns how many of each. */
 async function deleteDeliveries(tx: Em, ids: string[]): Promise<{ attempts: number; deliveries: number }> {
   if (ids.length === 0) return { attempts: 0, deliveries: 0 };
-  const [a] = await sql<{ n: number }>(
+  const attempts = await deleteCounted(
     tx,
-    `with gone as (delete from webhook_attempts where delivery_id = any($1::text[]) returning 1)
-     select count(*)::int as n from gone`,
+    "delete from webhook_attempts where delivery_id = any($1::text[]) returning 1",
     [ids],
   );
-  const [d] = await sql<{ n: number }>(
+  const deliveries = await deleteCounted(
     tx,
-    `with gone as (delete from webhook_deliveries where id = any($1::text[]) returning 1)
-     select count(*)::int as n from gone`,
+    "delete from webhook_deliveries where id = any($1::text[]) returning 1",
     [ids],
   );
-  return { attempts: a?.n ?? 0, deliveries: d?.n ?? 0 };
+  return { attempts, deliveries };
 }
 
 /**
@@ -76,16 +75,13 @@ export const eventsPurge: PurgeStep = {
       tx,
       deliveries.map((d) => d.id),
     );
-    const [events] = await sql<{ n: number }>(
-      tx,
-      `with gone as (delete from events where id = any($1::text[]) returning 1)
-       select count(*)::int as n from gone`,
-      [ids],
-    );
+    const events = await deleteCounted(tx, "delete from events where id = any($1::text[]) returning 1", [
+      ids,
+    ]);
     return {
       picked: picked.length,
       deleted: {
-        events: events?.n ?? 0,
+        events,
         webhook_deliveries: gone.deliveries,
         webhook_attempts: gone.attempts,
       },
@@ -126,7 +122,7 @@ export const deletedWebhooksPurge: PurgeStep = {
   name: "deleted webhooks",
   retention: "default",
   async batch(tx, cutoff, limit): Promise<PurgeBatch> {
-    const rows = await sql<{ id: string }>(
+    const deleted = await deleteCounted(
       tx,
       `delete from webhooks where id in (
          select w.id from webhooks w
@@ -134,10 +130,10 @@ export const deletedWebhooksPurge: PurgeStep = {
             and not exists (select 1 from webhook_deliveries d where d.webhook_id = w.id)
             and not exists (select 1 from webhook_attempts a where a.webhook_id = w.id)
           limit $2 for update skip locked)
-       returning id`,
+       returning 1`,
       [cutoff, limit],
     );
-    return { picked: rows.length, deleted: { webhooks: rows.length } };
+    return { picked: deleted, deleted: { webhooks: deleted } };
   },
 };
 

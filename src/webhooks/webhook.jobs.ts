@@ -5,7 +5,7 @@ import type { Jobs } from "../platform/jobs/jobs.ts";
 import type { Logger } from "../platform/logger.ts";
 import { environments } from "../platform/tenancy.ts";
 import type { DeliveryWorker } from "./delivery.worker.ts";
-import { DELIVER_QUEUES } from "./outbox.ts";
+import { DELIVER_QUEUES } from "./outbox.service.ts";
 import { webhookRepository } from "./webhook.repository.ts";
 
 /** Attempts older than this are deleted by the hourly housekeeping (stats need 24 hours). */

@@ -91,8 +91,13 @@ export function createWebhookHandlers(
   webhooks: WebhookService,
   deliveries: DeliveriesService,
 ): ServiceImpl<typeof WebhookApi> {
-  const withStats = async (em: Em, row: Webhook) =>
-    toWebhook(row, (await deliveries.stats(em, [row.id])).get(row.id));
+  return { ...subscriptionHandlers(webhooks, deliveries), ...deliveryHandlers(webhooks, deliveries) };
+}
+
+/** The subscriptions themselves, each answered with its last 24 hours' stats. */
+function subscriptionHandlers(webhooks: WebhookService, deliveries: DeliveriesService) {
+  const withStats = async (em: Em, row: Webhook, secret?: string) =>
+    toWebhook(row, (await deliveries.stats(em, [row.id])).get(row.id), secret);
   return {
     async createWebhook(req, ctx) {
       const em = emOf(ctx.values);
@@ -101,7 +106,7 @@ export function createWebhookHandlers(
         events: req.events,
         description: req.description,
       });
-      return { webhook: toWebhook(row, (await deliveries.stats(em, [row.id])).get(row.id), row.secret) };
+      return { webhook: await withStats(em, row, row.secret) };
     },
     async listWebhooks(_req, ctx) {
       const em = emOf(ctx.values);
@@ -133,8 +138,14 @@ export function createWebhookHandlers(
     async rotateWebhookSecret(req, ctx) {
       const em = emOf(ctx.values);
       const row = await webhooks.rotateSecret(em, req.id);
-      return { webhook: toWebhook(row, (await deliveries.stats(em, [row.id])).get(row.id), row.secret) };
+      return { webhook: await withStats(em, row, row.secret) };
     },
+  } satisfies Partial<ServiceImpl<typeof WebhookApi>>;
+}
+
+/** Deliveries, their attempts and events: reads, test sends and replays. */
+function deliveryHandlers(webhooks: WebhookService, deliveries: DeliveriesService) {
+  return {
     async sendTestEvent(req, ctx) {
       const em = emOf(ctx.values);
       const id = await webhooks.sendTest(em, req.id, req.eventType);
@@ -176,5 +187,5 @@ export function createWebhookHandlers(
       const { event, deliveries: sent } = await deliveries.event(emOf(ctx.values), req.id);
       return { event: toEvent(event, sent) };
     },
-  };
+  } satisfies Partial<ServiceImpl<typeof WebhookApi>>;
 }

@@ -1,3 +1,4 @@
+import { register } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KeysService } from "../../gen/partner/v1/keys_pb.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
@@ -40,6 +41,65 @@ const sample = (text: string, name: string, labels: Record<string, string>) => {
         Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`)),
     );
   return line ? Number(line.split(" ").pop()) : 0;
+};
+
+/**
+ * Every family the service exports, with its type and label names: dashboards and alerts are built on these, so
+ * a change here is a change for operators (docs/operations.md lists them). Histograms' `_bucket` samples add `le`.
+ */
+const FAMILIES: Record<string, { type: string; labels: string[] }> = {
+  http_requests_total: { type: "counter", labels: ["listener", "face", "route", "method", "status"] },
+  http_request_duration_seconds: { type: "histogram", labels: ["listener", "face", "route"] },
+  http_connections_open: { type: "gauge", labels: ["listener"] },
+  http_connections_refused_total: { type: "counter", labels: ["listener", "reason"] },
+  http_connections_evicted_total: { type: "counter", labels: ["listener"] },
+  rate_limit_rejections_total: { type: "counter", labels: ["class"] },
+  expensive_limit_rejections_total: { type: "counter", labels: ["limit"] },
+  webhook_delivery_attempts_total: { type: "counter", labels: ["outcome"] },
+  webhook_delivery_attempt_duration_seconds: { type: "histogram", labels: ["outcome"] },
+  webhook_event_to_first_attempt_seconds: { type: "histogram", labels: [] },
+  webhook_delivery_attempt_lateness_seconds: { type: "histogram", labels: [] },
+  webhook_deliveries_deferred_total: { type: "counter", labels: ["reason"] },
+  payouts_total: { type: "counter", labels: ["environment", "outcome"] },
+  debits_total: { type: "counter", labels: ["environment", "outcome"] },
+  retention_purged_rows_total: { type: "counter", labels: ["table"] },
+  network_calls_in_transaction_total: { type: "counter", labels: ["kind"] },
+  webhook_deliveries_due: { type: "gauge", labels: ["environment"] },
+  webhook_deliveries_oldest_due_seconds: { type: "gauge", labels: [] },
+  job_queue_depth: { type: "gauge", labels: ["queue"] },
+  job_queue_oldest_seconds: { type: "gauge", labels: ["queue"] },
+  payouts_in_flight: { type: "gauge", labels: ["environment", "status"] },
+  debits_due: { type: "gauge", labels: ["environment"] },
+};
+/** Every histogram's bucket bounds, in seconds (`le`), then `+Inf`. */
+const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30].map(String);
+/** The families the request, delivery and payout above leave samples in, whatever else is going on. */
+const FILLED = [
+  "http_requests_total",
+  "http_request_duration_seconds",
+  "http_connections_open",
+  "rate_limit_rejections_total",
+  "webhook_delivery_attempts_total",
+  "webhook_delivery_attempt_duration_seconds",
+  "webhook_event_to_first_attempt_seconds",
+  "payouts_total",
+  "retention_purged_rows_total",
+  "webhook_deliveries_oldest_due_seconds",
+];
+
+/** One sample line, parsed: its name, its labels, and its family (a histogram's without `_bucket`, `_sum`, `_count`). */
+const parseSample = (line: string) => {
+  const brace = line.indexOf("{");
+  const name = brace === -1 ? line.slice(0, line.indexOf(" ")) : line.slice(0, brace);
+  const labels =
+    brace === -1
+      ? []
+      : [...line.slice(brace, line.lastIndexOf("}") + 1).matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map(
+          ([, k, v]) => [k as string, v as string] as const,
+        );
+  const family =
+    /_(bucket|sum|count)$/.test(name) && !(name in FAMILIES) ? name.replace(/_[a-z]+$/, "") : name;
+  return { name, labels, family };
 };
 
 describe("/metrics", () => {
@@ -131,5 +191,62 @@ describe("/metrics", () => {
     expect(text).toMatch(/^# TYPE webhook_deliveries_oldest_due_seconds gauge$/m);
     expect(text).toMatch(/^# TYPE payouts_in_flight gauge$/m);
     expect(text).toMatch(/^# TYPE debits_due gauge$/m);
+  });
+
+  it("exports the same families, types, label names and buckets as always", async () => {
+    const text = await (await scrape()).text();
+    const types = Object.fromEntries(
+      [...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map(([, name, type]) => [name as string, type as string]),
+    );
+    // Process and Node.js metrics (`process_*`, `nodejs_*`) are not the service's own: left out here.
+    const ours = Object.entries(types).filter(([name]) => !/^(process|nodejs)_/.test(name));
+    expect(Object.fromEntries(ours)).toEqual(
+      Object.fromEntries(Object.entries(FAMILIES).map(([name, f]) => [name, f.type])),
+    );
+    const filled = new Set<string>();
+    const bounds = new Map<string, string[]>();
+    for (const line of text.split("\n")) {
+      if (!line || line.startsWith("#")) continue;
+      const { name, labels, family } = parseSample(line);
+      const expected = FAMILIES[family];
+      if (!expected) continue;
+      filled.add(family);
+      // The order labels are written in means nothing to Prometheus: their names do.
+      const names = labels.map(([k]) => k).sort();
+      const bucket = name.endsWith("_bucket");
+      expect(names, line).toEqual([...expected.labels, ...(bucket ? ["le"] : [])].sort());
+      if (bucket) {
+        const series = `${family}${JSON.stringify(labels.filter(([k]) => k !== "le").sort())}`;
+        const le = labels.find(([k]) => k === "le")?.[1] ?? "";
+        bounds.set(series, [...(bounds.get(series) ?? []), le]);
+      }
+    }
+    expect([...filled]).toEqual(expect.arrayContaining(FILLED));
+    expect(bounds.size).toBeGreaterThan(0);
+    for (const [series, le] of bounds) expect(le, series).toEqual([...BUCKETS, "+Inf"]);
+  });
+
+  it("adds prom-client's process and Node.js metrics, in the service's own registry", async () => {
+    const text = await (await scrape()).text();
+    for (const [name, type] of [
+      ["process_cpu_user_seconds_total", "counter"],
+      ["process_cpu_system_seconds_total", "counter"],
+      ["process_resident_memory_bytes", "gauge"],
+      ["process_open_fds", "gauge"],
+      ["process_start_time_seconds", "gauge"],
+      ["nodejs_eventloop_lag_seconds", "gauge"],
+      ["nodejs_eventloop_lag_p99_seconds", "gauge"],
+      ["nodejs_gc_duration_seconds", "histogram"],
+      ["nodejs_heap_size_used_bytes", "gauge"],
+      ["nodejs_active_handles_total", "gauge"],
+    ]) {
+      expect(text).toMatch(new RegExp(`^# TYPE ${name} ${type}$`, "m"));
+    }
+    expect(sample(text, "process_cpu_user_seconds_total", {})).toBeGreaterThan(0);
+    expect(sample(text, "process_resident_memory_bytes", {})).toBeGreaterThan(0);
+    const families = [...text.matchAll(/^# TYPE (\S+) /gm)].map(([, name]) => name);
+    expect(families.length).toBe(new Set(families).size);
+    // prom-client's global registry, which any library in the process may fill, is left alone.
+    expect(register.getMetricsAsArray()).toEqual([]);
   });
 });

@@ -292,6 +292,8 @@ describe("retention", () => {
     clock.advance(366 * ms.day);
     await purge();
     expect(await count("portal_audit_events")).toBe(0);
-    expect(t.app.services.metrics.retentionPurged.get({ table: "portal_audit_events" })).toBeGreaterThan(0);
+    expect(
+      await t.app.services.metrics.retentionPurged.get({ table: "portal_audit_events" }),
+    ).toBeGreaterThan(0);
   });
 });

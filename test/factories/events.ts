@@ -1,7 +1,7 @@
 import type { App } from "../../src/app.ts";
 import type { Environment } from "../../src/platform/tenancy.ts";
 import type { EventType } from "../../src/webhooks/event-types.ts";
-import type { RaisedEvent } from "../../src/webhooks/outbox.ts";
+import type { RaisedEvent } from "../../src/webhooks/outbox.service.ts";
 
 /** Raises an event through the outbox, in its own transaction, as a feature would with its change. */
 export function raiseEvent(

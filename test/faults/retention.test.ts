@@ -6,8 +6,8 @@ import { ManualClock, ms } from "../../src/platform/clock.ts";
 import { sql } from "../../src/platform/db/sql.ts";
 import { newId } from "../../src/platform/ids.ts";
 import { PG_BOSS_CRON_QUEUE, queueOptions } from "../../src/platform/jobs/boss.ts";
+import { FIXTURE_LENDER_ID } from "../../src/platform/tenancy.ts";
 import { PURGED_TABLES, type PurgedTable, type PurgeReport } from "../../src/retention/retention.service.ts";
-import { FIXTURE_LENDER_ID } from "../../src/sandbox/fixtures.ts";
 import { createWebhook } from "../factories/events.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { createConsentedUser, createUser } from "../factories/users.ts";
@@ -37,9 +37,14 @@ const em = () => t.app.orm.em.fork();
 const q = <T = Record<string, unknown>>(text: string, params: unknown[] = []) => sql<T>(em(), text, params);
 const ids = async (text: string, params: unknown[] = []) =>
   (await q<{ id: string }>(text, params)).map((r) => r.id).sort();
-const purged = () =>
+const purged = async () =>
   Object.fromEntries(
-    PURGED_TABLES.map((table) => [table, t.app.services.metrics.retentionPurged.get({ table })]),
+    await Promise.all(
+      PURGED_TABLES.map(async (table) => [
+        table,
+        await t.app.services.metrics.retentionPurged.get({ table }),
+      ]),
+    ),
   );
 
 beforeAll(async () => {
@@ -221,7 +226,7 @@ describe("the retention purge", () => {
   let liveOldTransfer: string;
 
   beforeAll(async () => {
-    before = purged();
+    before = await purged();
 
     // 100 days ago: webhooks (one deleted then), consent links decided or left to expire, sandbox loans that
     // ended (failed, cancelled, repaid, reversed and refunded) and one still being repaid.
@@ -575,7 +580,7 @@ describe("the retention purge", () => {
   });
 
   it("counts what it removed in retention_purged_rows_total, by table", async () => {
-    const after = purged();
+    const after = await purged();
     const delta = Object.fromEntries(
       PURGED_TABLES.map((name) => [name, (after[name] ?? 0) - (before[name] ?? 0)]),
     );
@@ -660,7 +665,7 @@ describe("the ledger lines of sandbox partners' collections and refunds", () => 
     const old = await line(401, partner.partnerId);
     const recent = await line(399, partner.partnerId);
     const platform = await line(500, "");
-    const before = purged();
+    const before = await purged();
     const report = (await t.app.runJob("retention.purge", {})) as PurgeReport;
     expect(report["sandbox ledger lines"]?.deleted).toEqual({
       ledger_entries: 1,
@@ -675,7 +680,7 @@ describe("the ledger lines of sandbox partners' collections and refunds", () => 
       [user, [401, 399, 500].map((n) => at(n).toISOString().slice(0, 10))],
     );
     expect(days.map((d) => (d.scope === "" ? "platform" : d.scope))).toEqual(["platform", partner.partnerId]);
-    const after = purged();
+    const after = await purged();
     expect((after.ledger_entries ?? 0) - (before.ledger_entries ?? 0)).toBe(1);
   });
 });

@@ -1,6 +1,7 @@
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock, ms } from "../../src/platform/clock.ts";
+import { sql } from "../../src/platform/db/sql.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { createUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -277,6 +278,30 @@ describe("the dashboard's prompt session", () => {
     expect(consent.body.authentication.method).toBe("PLATFORM_SESSION");
     // No text was needed.
     expect(sms.texts.length).toBe(texts);
+  });
+
+  it("two sessions answering the same link at once grant one consent; the other is told it is used (410)", async () => {
+    const u = await createUser(t, { environment: "production" });
+    const link = await newLink(u.phoneNumber);
+    // Both pages are open, signed in, before either is answered (two devices, or the dashboard asked twice).
+    const pages = [];
+    for (let i = 0; i < 2; i++) {
+      const { url } = await t.internal.consents.createPromptSession({
+        userId: u.userId,
+        consentLinkId: link.id,
+      });
+      pages.push(await openPrompt(url));
+    }
+    for (const page of pages) expect(page.html).toContain("no code is needed");
+    const answers = await Promise.all(pages.map((page) => page.decide?.("accept")));
+    expect(answers.map((res) => res?.status).sort()).toEqual([200, 410]);
+    expect(await linkStatus(link.id)).toBe("ACCEPTED");
+    const consent = await rest(t.partnerUrl, "GET", `/partner/v1/users/${u.userId}/consent`, {
+      key: a.liveKey,
+    });
+    expect(consent.body.authentication.method).toBe("PLATFORM_SESSION");
+    const granted = await sql(t.app.orm.em.fork(), "select 1 from consents where user_id = $1", [u.userId]);
+    expect(granted).toHaveLength(1);
   });
 
   it("expires", async () => {

@@ -242,7 +242,7 @@ describe("disbursements per user per Lagos day", () => {
     expect(refused.headers.get("retry-after")).toBe(String(3 * 3600));
     expect(await createdFor(p.partnerId, u.userId)).toBe(PER_DAY);
     expect(
-      t.app.services.metrics.expensiveLimitRejections.get({ limit: "user_daily_disbursements" }),
+      await t.app.services.metrics.expensiveLimitRejections.get({ limit: "user_daily_disbursements" }),
     ).toBeGreaterThan(0);
 
     // The first create, replayed with its key and body: the stored answer, not a 429.

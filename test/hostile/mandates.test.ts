@@ -382,6 +382,52 @@ describe("prompt sessions for mandates", () => {
     expect((await get(mine.id, p.liveKey)).acceptance.authentication.method).toBe("PLATFORM_SESSION");
   });
 
+  it("accept once when two of them answer the same mandate at the same time: the other is told it is already decided (410)", async () => {
+    const d = await offer({ environment: "production" });
+    // Two sessions for the same person and mandate (two devices, or the dashboard asked twice), each page
+    // opened while the mandate still waits, then both answered at once.
+    const signedIn = async () => {
+      const { url } = await t.internal.consents.createPromptSession({
+        userId: d.userId,
+        disbursementId: d.id,
+      });
+      const opened = await openPrompt(url);
+      const page = await fetch(d.url, { headers: { accept: "text/html", cookie: opened.cookie ?? "" } });
+      const html = await page.text();
+      expect(html).toContain("no code is needed");
+      return {
+        csrf: /name="csrf" value="([^"]+)"/.exec(html)?.[1] ?? "",
+        cookie: `${opened.cookie}; ${page.headers.get("set-cookie")?.split(";")[0] ?? ""}`,
+      };
+    };
+    const browsers = [await signedIn(), await signedIn()];
+    const answers = await Promise.all(
+      browsers.map((b) =>
+        fetch(d.url, {
+          method: "POST",
+          redirect: "manual",
+          headers: {
+            "content-type": "application/x-www-form-urlencoded",
+            origin: new URL(d.url).origin,
+            accept: "application/json",
+            cookie: b.cookie,
+          },
+          body: new URLSearchParams({ csrf: b.csrf, step: "decide", decision: "accept" }).toString(),
+        }).then(async (r) => ({ status: r.status, body: await r.text() })),
+      ),
+    );
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 410]);
+    expect(JSON.parse(answers.find((a) => a.status === 410)?.body ?? "{}").code).toBe("mandate_gone");
+    expect((await get(d.id, p.liveKey)).acceptance.authentication.method).toBe("PLATFORM_SESSION");
+    // One acceptance queued one payout.
+    expect(
+      await count(
+        "select 1 from pgboss.job where name = 'disbursements.payout' and data->>'disbursementId' = $1",
+        [d.id],
+      ),
+    ).toBe(1);
+  });
+
   it("expire", async () => {
     const d = await offer({ environment: "production" });
     const { url } = await t.internal.consents.createPromptSession({

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { schema } from "../../src/entities.ts";
 import { createOrm, type Orm } from "../../src/platform/db/orm.ts";
 import { sql } from "../../src/platform/db/sql.ts";
 import { createLogger } from "../../src/platform/logger.ts";
@@ -12,7 +13,7 @@ import { createTestDatabase } from "../support/db.ts";
 const logger = createLogger({ level: "warn", write: (line) => process.stderr.write(`${line}\n`) });
 let orm: Orm;
 beforeAll(async () => {
-  orm = await createOrm({ databaseUrl: await createTestDatabase(), poolSize: 2, logger });
+  orm = await createOrm({ databaseUrl: await createTestDatabase(), schema, poolSize: 2, logger });
 });
 afterAll(() => orm?.close());
 

@@ -1,8 +1,8 @@
 import { defineEntity, p } from "@mikro-orm/core";
 import { MikroORM } from "@mikro-orm/postgresql";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { entities, routines, schema } from "../../src/entities.ts";
 import { DataKeyEntity } from "../../src/platform/crypto/data-key.entity.ts";
-import { entities, routines } from "../../src/platform/db/entities.ts";
 import { createOrm, type Orm } from "../../src/platform/db/orm.ts";
 import { sql } from "../../src/platform/db/sql.ts";
 import { createLogger } from "../../src/platform/logger.ts";
@@ -17,7 +17,7 @@ let orm: Orm;
 
 beforeAll(async () => {
   url = await createTestDatabase();
-  orm = await createOrm({ databaseUrl: url, poolSize: 2, logger });
+  orm = await createOrm({ databaseUrl: url, schema, poolSize: 2, logger });
 });
 afterAll(() => orm?.close());
 

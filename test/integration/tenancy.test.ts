@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { schema } from "../../src/entities.ts";
 import { createOrm, type Orm } from "../../src/platform/db/orm.ts";
 import { createLogger } from "../../src/platform/logger.ts";
 import { everyTenant, scopeToTenant, TENANT } from "../../src/platform/tenancy.ts";
@@ -12,6 +13,7 @@ let orm: Orm;
 beforeAll(async () => {
   orm = await createOrm({
     databaseUrl: await createTestDatabase(),
+    schema,
     poolSize: 2,
     logger: createLogger({ level: "silent" }),
   });
@@ -111,6 +113,7 @@ describe("raw SQL", () => {
   it("runs only in repositories and the few places that own no feature's table", () => {
     const allowed = [
       "platform/db/sql.ts", // defines it
+      "platform/db/purge.ts", // the counted and batched deletes repositories' purges run through it
       "platform/crypto/data-keys.ts", // owns data_keys
       "platform/http/listener-registry.ts", // owns instance_listeners
       "platform/metrics-gauges.ts", // the queue and backlog gauges of /metrics, read-only

@@ -4,6 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
+import { schema } from "../../src/entities.ts";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "../../src/platform/db/embedded.ts";
 import { migrate } from "../../src/platform/db/orm.ts";
 import { startBoss } from "../../src/platform/jobs/boss.ts";
@@ -59,7 +60,7 @@ export default async function setup(project: TestProject) {
   await admin.connect();
   await admin.query(`create database ${template}`);
   const templateUrl = withDatabase(adminUrl, template);
-  await migrate(templateUrl, logger);
+  await migrate(templateUrl, schema, logger);
   const boss = await startBoss({ databaseUrl: templateUrl, logger, supervise: false });
   await boss.stop({ graceful: false, close: true });
 

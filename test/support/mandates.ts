@@ -47,6 +47,9 @@ export async function acceptMandate(
   if (opened.status !== 303 || !session || !location) throw new Error(`prompt answered ${opened.status}`);
   const pageUrl = new URL(location, url).toString();
   const page = await fetch(pageUrl, { headers: { accept: "text/html", cookie: session } });
+  // Answered between the check above and this page: it shows the "already answered" page (410) and no form,
+  // so there is nothing to post (a post without the page's form would be refused as forged, 403).
+  if (page.status === 410) return acceptedMeanwhile(410);
   const html = await page.text();
   const csrf = /name="csrf" value="([^"]+)"/.exec(html)?.[1] ?? "";
   const csrfCookie = page.headers.get("set-cookie")?.split(";")[0] ?? "";

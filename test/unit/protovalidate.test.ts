@@ -14,7 +14,7 @@ import { file_partner_v1_sandbox } from "../../gen/partner/v1/sandbox_pb.ts";
 import { file_partner_v1_snapshots } from "../../gen/partner/v1/snapshots_pb.ts";
 import { file_partner_v1_webhooks } from "../../gen/partner/v1/webhooks_pb.ts";
 import { printValidateProto } from "../../scripts/protovalidate-proto.ts";
-import { reportedFields } from "../../src/platform/rpc/validation.ts";
+import { reportedFields } from "../../src/edge/validation.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
 const doc = JSON.parse(readFileSync(path.join(root, "gen/openapi/partner.v1.openapi.json"), "utf8"));

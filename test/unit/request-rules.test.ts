@@ -20,7 +20,7 @@ import { SnapshotService } from "../../gen/partner/v1/snapshots_pb.ts";
 import { WebhookService } from "../../gen/partner/v1/webhooks_pb.ts";
 import { PortalAuthService } from "../../gen/portal/v1/auth_pb.ts";
 import { TeamService } from "../../gen/portal/v1/team_pb.ts";
-import { compileRequestRules } from "../../src/platform/rpc/validation.ts";
+import { compileRequestRules } from "../../src/edge/validation.ts";
 
 /** A service whose one request carries a CEL rule that does not parse. */
 function serviceWithBrokenRule() {

@@ -1,14 +1,10 @@
 import type { TransactionOptions } from "@mikro-orm/core";
 import { Migrator } from "@mikro-orm/migrations";
-import { EntityManager, MikroORM } from "@mikro-orm/postgresql";
+import { EntityManager, MikroORM, type Options } from "@mikro-orm/postgresql";
 import pg from "pg";
 import type { Logger } from "../logger.ts";
 import { whileHolding } from "../network-guard.ts";
-import { entities, routines } from "./entities.ts";
 import { migrations } from "./migrations/index.ts";
-
-/** Every entity of the service (the list lives in `entities.ts`; re-exported for existing imports). */
-export { entities };
 
 /** The ORM type the service uses. */
 export type Orm = MikroORM;
@@ -31,9 +27,19 @@ export interface DbTimeouts {
   idleInTransactionMs: number;
 }
 
+/**
+ * The entities and stored routines the ORM maps: the features' own, listed by the composition root
+ * (`src/entities.ts`), so the platform names no feature.
+ */
+export interface Schema {
+  entities: NonNullable<Options["entities"]>;
+  routines: NonNullable<Options["routines"]>;
+}
+
 /** Options for {@link createOrm}. */
 export interface OrmOptions {
   databaseUrl: string;
+  schema: Schema;
   poolSize: number;
   logger: Logger;
   /** Unset: no limits (migrations and operators' tools, whose statements may rightly run long). */
@@ -57,8 +63,8 @@ export async function createOrm(options: OrmOptions): Promise<Orm> {
   return MikroORM.init({
     clientUrl: options.databaseUrl,
     entityManager: GuardedEntityManager,
-    entities,
-    routines,
+    entities: options.schema.entities,
+    routines: options.schema.routines,
     extensions: [Migrator],
     // The migrations block is merged field by field; a missing migrationsList would silently migrate nothing.
     migrations: {
@@ -136,10 +142,10 @@ const MIGRATION_LOCK = 7_104_223_301;
  * (MikroORM's migrator takes no lock of its own). It uses an ORM of its own, without the service's
  * statement time-out. Returns the names of the migrations applied.
  */
-export async function migrate(databaseUrl: string, logger: Logger): Promise<string[]> {
+export async function migrate(databaseUrl: string, schema: Schema, logger: Logger): Promise<string[]> {
   const lock = new pg.Client({ connectionString: databaseUrl, application_name: "partner-api migrate" });
   await lock.connect();
-  const orm = await createOrm({ databaseUrl, poolSize: 1, logger });
+  const orm = await createOrm({ databaseUrl, schema, poolSize: 1, logger });
   try {
     await lock.query("select pg_advisory_lock($1)", [MIGRATION_LOCK]);
     const applied = await orm.migrator.up();

@@ -7,7 +7,6 @@ import {
   ScalarType,
 } from "@bufbuild/protobuf";
 import { ApiError } from "../errors.ts";
-import { validateRequest } from "../rpc/validation.ts";
 import { assign, resolvePath } from "./field-paths.ts";
 import { checkInt64Json } from "./int64-json.ts";
 import { type AnyRequest, decodeContent, readBody } from "./request-body.ts";
@@ -149,17 +148,14 @@ export async function requestJson(
 }
 
 /**
- * The request message from its JSON: its 64-bit integers in canonical form (int64-json.ts), then the contract's
- * protovalidate rules, as on the Connect and gRPC faces (platform/rpc/interceptor.ts).
+ * The request message from its JSON, its 64-bit integers in canonical form (int64-json.ts). The edge checks the
+ * contract's rules on it next (src/edge/validation.ts), as on the Connect and gRPC faces.
  */
 export function decodeRequest(input: DescMessage, json: RequestJson): Message {
   checkInt64Json(input, json);
-  let request: Message;
   try {
-    request = fromJson(input, json);
+    return fromJson(input, json);
   } catch (err) {
     throw new ApiError("invalid_request", (err as Error).message.replace(/^cannot decode /, "Cannot read "));
   }
-  validateRequest(input, request);
-  return request;
 }

@@ -1,8 +1,8 @@
 import { ApiError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import { requestValues } from "../rpc/context.ts";
-import type { Edge } from "../rpc/edge.ts";
 import { toApiError } from "../rpc/errors.ts";
+import type { Edge } from "../rpc/pipeline.ts";
 import { type AnyRequest, bodyToCome } from "./request-body.ts";
 import { headersOf, RestContext } from "./rest-context.ts";
 import { type AnyResponse, writeRestError } from "./rest-errors.ts";

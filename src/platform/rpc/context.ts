@@ -1,8 +1,11 @@
+import type { Message } from "@bufbuild/protobuf";
 import { type ContextValues, createContextKey, createContextValues } from "@connectrpc/connect";
-import type { Limits } from "../../ratelimit/limits.ts";
 import type { Em, LazyEm } from "../db/orm.ts";
-import type { Logger } from "../logger.ts";
+import { ApiError } from "../errors.ts";
 import type { Caller } from "../tenancy.ts";
+
+// The context keys every face sets and every handler reads, in their own file so that the edge, the faces
+// and the features' handlers all import them from below (connect-es keeps its keys apart for the same reason).
 
 /** The request's `req_` id, set at the HTTP layer before anything else runs. */
 export const kRequestId = createContextKey<string>("", { description: "request id" });
@@ -27,30 +30,45 @@ export function requestValues(
 /** The authenticated partner caller; set by the edge on the partner listener. */
 export const kCaller = createContextKey<Caller | undefined>(undefined, { description: "caller" });
 
-/** The caller's limits (its key's own, its partner's, or the defaults); set by the edge with the caller. */
-export const kLimits = createContextKey<Limits | undefined>(undefined, { description: "limits" });
-
 /**
- * The request's unit of work: one EntityManager the edge forks per request (on first use), on every face. While an
- * idempotent request runs, it is the transaction that also stores the idempotency record, so the handler's
- * writes join it. Handlers pass it to the services; nothing below forks its own.
+ * The unit of work a handler runs in, said by the edge rather than inferred by a service:
+ * - `read` and `write`: the request's own EntityManager, forked on first use (a request answered from caches
+ *   never forks one); a service opens its own transactions on it;
+ * - `idempotent`: a write sent with an `Idempotency-Key`, inside the transaction that also stores the key's
+ *   record, so the handler's writes and the stored answer commit together or not at all;
+ * - `audited`: a portal member's write, inside the transaction that records it in the audit log.
+ * Nothing below the edge forks its own.
  */
-export const kEm = createContextKey<Em | LazyEm | undefined>(undefined, { description: "entity manager" });
+export type UnitOfWork =
+  | { readonly kind: "read" | "write"; readonly em: LazyEm }
+  | { readonly kind: "idempotent"; readonly em: Em; readonly key: string }
+  | { readonly kind: "audited"; readonly em: Em };
 
-/**
- * The stored response of an idempotent request being replayed: handlers wrapped with `replayable` return
- * it instead of running again (so the protocol layers still frame the response as usual).
- */
-export const kReplay = createContextKey<unknown>(undefined, { description: "idempotent replay" });
+/** The request's {@link UnitOfWork}; set by the edge of each listener before any handler runs. */
+export const kUnit = createContextKey<UnitOfWork | undefined>(undefined, { description: "unit of work" });
 
-/** A logger bound to the request id. */
-export const kLogger = createContextKey<Logger | undefined>(undefined, { description: "logger" });
+/** The request's unit of work; the edge guarantees it is set. */
+export function unitOf(values: ContextValues): UnitOfWork {
+  const unit = values.get(kUnit);
+  if (!unit) throw new Error("handler reached without the request's unit of work");
+  return unit;
+}
 
-/** The request's EntityManager; the edge guarantees it is set. */
+/** Runs `fn` in `unit` (a transaction the edge opened), then gives the request its earlier unit back. */
+export async function inUnit<T>(values: ContextValues, unit: UnitOfWork, fn: () => Promise<T>): Promise<T> {
+  const before = values.get(kUnit);
+  values.set(kUnit, unit);
+  try {
+    return await fn();
+  } finally {
+    values.set(kUnit, before);
+  }
+}
+
+/** The request's EntityManager, whichever unit of work it is. */
 export function emOf(values: ContextValues): Em {
-  const em = values.get(kEm);
-  if (!em) throw new Error("handler reached without the request's EntityManager");
-  return typeof em === "function" ? em() : em;
+  const unit = unitOf(values);
+  return typeof unit.em === "function" ? unit.em() : unit.em;
 }
 
 /**
@@ -58,21 +76,31 @@ export function emOf(values: ContextValues): Em {
  * (the key document), so a cache hit costs no fork.
  */
 export function lazyEmOf(values: ContextValues): LazyEm {
-  const em = values.get(kEm);
-  if (!em) throw new Error("handler reached without the request's EntityManager");
+  const unit = unitOf(values);
+  const em = unit.em;
   return typeof em === "function" ? em : () => em;
 }
+
+/**
+ * The transaction of an idempotent write: for a method that must never act without a key to retry it safely
+ * with (creating a disbursement, CONTRACT.md §6). A request without an `Idempotency-Key` is refused with
+ * `400 idempotency_key_required`.
+ */
+export function idempotentTxOf(values: ContextValues): Em {
+  const unit = unitOf(values);
+  if (unit.kind !== "idempotent") throw new ApiError("idempotency_key_required");
+  return unit.em;
+}
+
+/**
+ * The stored response of an idempotent request being replayed, on the Connect faces: the bound implementation
+ * returns it instead of running again (platform/rpc/binding.ts), so the protocol still frames the response.
+ */
+export const kReplay = createContextKey<Message | undefined>(undefined, { description: "idempotent replay" });
 
 /** The caller of a partner handler; the edge guarantees it is set. */
 export function callerOf(values: ContextValues): Caller {
   const caller = values.get(kCaller);
   if (!caller) throw new Error("partner handler reached without an authenticated caller");
   return caller;
-}
-
-/** The limits of a partner handler's caller; the edge guarantees they are set. */
-export function limitsOf(values: ContextValues): Limits {
-  const limits = values.get(kLimits);
-  if (!limits) throw new Error("partner handler reached without the caller's limits");
-  return limits;
 }

@@ -1,10 +1,9 @@
 import type { Message } from "@bufbuild/protobuf";
 import type { Interceptor, UnaryResponse } from "@connectrpc/connect";
 import type { Logger } from "../logger.ts";
-import { kRequestId } from "./context.ts";
-import type { Edge } from "./edge.ts";
+import { kReplay, kRequestId } from "./context.ts";
 import { toApiError, toConnectError } from "./errors.ts";
-import { validateRequest } from "./validation.ts";
+import type { Edge } from "./pipeline.ts";
 
 /** Runs the edge for Connect, gRPC-Web and gRPC calls, and maps every failure to the contract's error. */
 export function edgeInterceptor(edge: Edge, logger: Logger): Interceptor {
@@ -22,23 +21,19 @@ export function edgeInterceptor(edge: Edge, logger: Logger): Interceptor {
         merge(res.header);
         return res;
       }
-      // The contract's protovalidate rules, before the handler and before any idempotency record.
-      validateRequest(req.method.input, req.message);
       let res: UnaryResponse | undefined;
       const message = (await edge.invoke(call, req.message, async () => {
         res = (await next(req)) as UnaryResponse;
         return res.message;
       })) as Message;
-      const header = res?.header ?? new Headers();
-      merge(header);
-      return {
-        stream: false,
-        service: req.service,
-        method: req.method,
-        header,
-        trailer: res?.trailer ?? new Headers(),
-        message,
-      } as UnaryResponse;
+      if (!res) {
+        // Answered by the edge without the handler (a replayed idempotent request): the protocol frames a
+        // response only on its way back from the implementation, which returns the stored one (binding.ts).
+        req.contextValues.set(kReplay, message);
+        res = (await next(req)) as UnaryResponse;
+      }
+      merge(res.header);
+      return { ...res, message };
     } catch (err) {
       const requestId = req.contextValues.get(kRequestId);
       throw toConnectError(toApiError(err, logger.child({ requestId })), requestId, responseHeader);

@@ -8,11 +8,12 @@
  * below. Checks no rule can express (real calendar dates, one field against another, the caller's own terms)
  * stay in the services.
  */
-import { create, type DescField, type DescMessage, type DescService, type Message } from "@bufbuild/protobuf";
+import { create, type DescField, type DescService, type Message } from "@bufbuild/protobuf";
 import { CompilationError, createValidator, type Violation } from "@bufbuild/protovalidate";
-import { scopes } from "../../consent/scopes.ts";
-import { eventTypes } from "../../webhooks/event-types.ts";
-import { ApiError, validationFailed } from "../errors.ts";
+import { scopes } from "../consent/scopes.ts";
+import { ApiError, validationFailed } from "../platform/errors.ts";
+import type { RequestValidator } from "../platform/rpc/pipeline.ts";
+import { eventTypes } from "../webhooks/event-types.ts";
 
 /** What a broken rule on one field says in `details.fields`: one text, or one per rule id. */
 type FieldText = string | Record<string, string>;
@@ -218,9 +219,6 @@ export function violationsError(violations: Violation[], request: Message): ApiE
   );
 }
 
-/** Checks a decoded request against its message's rules; throws the contract's error when any is broken. */
-export type RequestValidator = (schema: DescMessage, request: Message) => void;
-
 /**
  * Builds a validator: protovalidate compiles each message's rules (CEL included) on first use and keeps
  * them, so the hot path pays only for evaluating the rules of the message at hand.
@@ -228,7 +226,7 @@ export type RequestValidator = (schema: DescMessage, request: Message) => void;
 export function createRequestValidator(): RequestValidator {
   const validator = createValidator();
   return (schema, request) => {
-    const result = validator.validate(schema, request as never);
+    const result = validator.validate(schema, request);
     if (result.kind === "valid") return;
     // A rule the validator cannot compile is our bug, not the caller's: it surfaces as `internal`.
     if (result.kind === "error") throw result.error;

@@ -1,13 +1,13 @@
 import { TeamService } from "../../gen/portal/v1/team_pb.ts";
-import type { BucketSpec } from "../config.ts";
 import type { Orm } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
-import { kEm, kRequestHost } from "../platform/rpc/context.ts";
-import { type Edge, rateLimitHeaders } from "../platform/rpc/edge.ts";
+import { rateLimitHeaders } from "../platform/http/rate-limit-headers.ts";
+import { kRequestHost, kUnit } from "../platform/rpc/context.ts";
+import type { Edge, RequestValidator } from "../platform/rpc/pipeline.ts";
+import { cookieOf, DEVICE_COOKIE, requireSameOrigin, SESSION_COOKIE } from "../portal/cookies.ts";
+import { kClientAddress, kPortal } from "../portal/portal.context.ts";
+import type { SessionService } from "../portal/session.service.ts";
 import type { RateLimiter } from "../ratelimit/rate-limiter.ts";
-import { cookieOf, DEVICE_COOKIE, requireSameOrigin, SESSION_COOKIE } from "./cookies.ts";
-import { kClientAddress, kPortal } from "./portal.context.ts";
-import type { SessionService } from "./session.service.ts";
 
 /** The portal's methods that only read, for the rate-limit class (the rest write). */
 const READS = new Set(["WhoAmI", "ListMembers", "ListAuditEvents"]);
@@ -24,7 +24,8 @@ export interface PortalEdgeOptions {
   publicUrlFixed?: boolean;
   /** Each member's own buckets for the portal's services (the service's default read and write limits). */
   rateLimiter: RateLimiter;
-  buckets: { read: BucketSpec; write: BucketSpec };
+  buckets: Record<"read" | "write", Parameters<RateLimiter["take"]>[3]>;
+  validate: RequestValidator;
 }
 
 /**
@@ -41,6 +42,7 @@ export function createPortalEdge({
   publicUrlFixed,
   rateLimiter,
   buckets,
+  validate,
 }: PortalEdgeOptions): Edge {
   return {
     async admit(call) {
@@ -51,7 +53,8 @@ export function createPortalEdge({
         );
       requireSameOrigin(call.requestHeader, publicUrl(), call.values.get(kRequestHost), publicUrlFixed);
       const em = orm.em.fork();
-      call.values.set(kEm, em);
+      const cls = READS.has(call.method.name) ? "read" : "write";
+      call.values.set(kUnit, { kind: cls, em: () => em });
       const token = cookieOf(call.requestHeader, SESSION_COOKIE);
       const session = token ? await sessions.resolve(em, token) : undefined;
       const actor = {
@@ -65,7 +68,6 @@ export function createPortalEdge({
       if (!session) throw new ApiError("unauthenticated", "Sign in to the portal first.");
       if (call.method.parent.typeName === TeamService.typeName && session.role !== "admin")
         throw new ApiError("permission_denied", "Only the partner's admins manage the team.");
-      const cls = READS.has(call.method.name) ? "read" : "write";
       const decision = await rateLimiter.take(() => em, `${session.memberId}.portal`, cls, buckets[cls]);
       const headers = rateLimitHeaders(cls, decision);
       for (const [k, v] of Object.entries(headers)) call.responseHeader.set(k, v);
@@ -75,6 +77,9 @@ export function createPortalEdge({
           headers,
         });
     },
-    invoke: (_call, _request, handler) => handler(),
+    async invoke(call, request, handler) {
+      validate(call.method.input, request);
+      return handler();
+    },
   };
 }

@@ -1,0 +1,69 @@
+import { ApiError } from "../platform/errors.ts";
+import { type AnyResponse, writeRestError } from "../platform/http/rest-errors.ts";
+import type { AnyRequest } from "../platform/http/transcoder.ts";
+import type { AddressGuard } from "../ratelimit/address-guard.ts";
+import { FIXED_PATHS, PAGE_PREFIXES } from "./routes.ts";
+
+/** Set on a request that took a failure's token from its address's bucket on arrival. */
+const RESERVED = Symbol("reserved");
+type Reserved = { [RESERVED]?: boolean };
+
+/** The limits per client address of traffic no API key limits (CONTRACT.md §8). */
+export interface AddressAdmission {
+  guard: AddressGuard;
+  /** True for a request whose API key this instance already knows as a partner's (no query to tell). */
+  knownKey: (authorization: string | undefined) => boolean;
+}
+
+/**
+ * Admits a request by its client address, before anything costs a query: the hosted pages are limited per
+ * address, and so is an address that keeps failing to authenticate. False when it was answered `429` here.
+ */
+export function admitAddress(
+  { guard, knownKey }: AddressAdmission,
+  req: AnyRequest,
+  res: AnyResponse,
+  requestId: string,
+): boolean {
+  const path = (req.url ?? "").split("?")[0] ?? "";
+  const address = req.socket?.remoteAddress ?? "";
+  const page = PAGE_PREFIXES.some((prefix) => path.startsWith(prefix));
+  // A request that will authenticate takes a failure's token on arrival, given back when it does not fail:
+  // a burst of guesses sent at once cannot all pass the check before the first is charged (they would each
+  // cost a query, and hold the pool), whatever the bucket had refilled to.
+  const decision = page
+    ? guard.takePage(address)
+    : FIXED_PATHS.has(path)
+      ? undefined
+      : guard.reserveFailure(address);
+  if (!decision) return true;
+  if (decision.allowed) {
+    if (!page) (req as Reserved)[RESERVED] = true;
+    return true;
+  }
+  // An address over its budget of failures (guessed keys, a shared proxy) still lets through a request whose
+  // key is one this instance already knows: another client's guesses never lock a partner out.
+  if (!page && knownKey(req.headers.authorization)) return true;
+  writeRestError(
+    res,
+    new ApiError(
+      "rate_limited",
+      page
+        ? "Too many requests from your address; try again shortly."
+        : "Too many failed authentications from your address; try again shortly.",
+      { retryAfterSeconds: decision.retryAfterSeconds },
+    ),
+    requestId,
+  );
+  return false;
+}
+
+/**
+ * A failed authentication is charged to the client's address: a request that took a token on arrival keeps it
+ * spent when it failed and gives it back otherwise.
+ */
+export function settleAddress(guard: AddressGuard, req: AnyRequest, status: number): void {
+  const reserved = (req as Reserved)[RESERVED];
+  if (reserved && status !== 401) guard.refund(req.socket?.remoteAddress ?? "");
+  else if (!reserved && status === 401) guard.failed(req.socket?.remoteAddress ?? "");
+}

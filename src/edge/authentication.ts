@@ -1,0 +1,46 @@
+import type { ApiKeyService } from "../apikeys/api-key.service.ts";
+import type { LazyEm } from "../platform/db/orm.ts";
+import { ApiError } from "../platform/errors.ts";
+import { emOf, lazyEmOf } from "../platform/rpc/context.ts";
+import { bearer, type EdgeCall } from "../platform/rpc/pipeline.ts";
+import type { Caller } from "../platform/tenancy.ts";
+import type { PortalGate } from "../portal/portal.gate.ts";
+
+/** Who may call the partner services: API keys, and portal sessions where the portal is served. */
+export interface Authentication {
+  apiKeys: ApiKeyService;
+  /** Portal sessions in place of an API key (docs/portal.md); without it, API keys only. */
+  portal?: PortalGate;
+  /**
+   * Services a portal session may call and an API key may not (`partner.v1.ApiKeyService`): a working key is
+   * refused here, once authenticated and before anything else runs, so an idempotency key's stored answer is
+   * never replayed to an API key.
+   */
+  sessionOnly?: ReadonlySet<string>;
+}
+
+/**
+ * The caller of a partner call: a portal session (no `Authorization` header and the portal's cookie) or an API
+ * key. Authentication comes before authorization: a missing, malformed, unknown, revoked or expired key is the
+ * 401 every route answers, and only a key that works is told that it may not do this.
+ */
+export async function authenticate(o: Authentication, call: EdgeCall, em: LazyEm): Promise<Caller> {
+  const session = o.portal?.tokenOf(call.requestHeader);
+  if (session === undefined && o.sessionOnly?.has(call.method.parent.typeName)) {
+    await o.apiKeys.authenticate(em, bearer(call.requestHeader));
+    throw new ApiError("permission_denied", "API keys are managed in the partner portal.");
+  }
+  return o.portal && session !== undefined
+    ? o.portal.admit(call, em(), session)
+    : o.apiKeys.authenticate(em, bearer(call.requestHeader));
+}
+
+/**
+ * The credentials checked again once a body has arrived (the REST face admits before reading it), so a key
+ * revoked or rolled while the body was on its way does not act. A key still cached makes it a lookup in memory.
+ */
+export async function reauthenticate(o: Authentication, call: EdgeCall): Promise<void> {
+  const session = o.portal?.tokenOf(call.requestHeader);
+  if (o.portal && session !== undefined) await o.portal.admit(call, emOf(call.values), session);
+  else await o.apiKeys.authenticate(lazyEmOf(call.values), bearer(call.requestHeader));
+}

@@ -1,0 +1,50 @@
+import type { Em, Orm } from "../platform/db/orm.ts";
+import { rateClassOf } from "../platform/http/rules.ts";
+import { kCaller, kUnit } from "../platform/rpc/context.ts";
+import type { Edge, RequestValidator } from "../platform/rpc/pipeline.ts";
+import { type Caller, scopeToTenant } from "../platform/tenancy.ts";
+import { type Authentication, authenticate, reauthenticate } from "./authentication.ts";
+import { precheck, runWrite, type Writes } from "./idempotency.ts";
+import { applyRateLimit, type RateLimits } from "./limits.ts";
+
+/** Options for {@link createPartnerEdge}: each concern's own, and the ORM each request's unit of work forks. */
+export interface PartnerEdgeOptions extends Authentication, RateLimits, Writes {
+  /** Forked once per request, on first use: the request's unit of work. */
+  orm: Orm;
+  validate: RequestValidator;
+}
+
+/**
+ * The partner listener's edge, in order: the request's unit of work (read or write by the method's rate
+ * class), the caller (API key or portal session) and the tenancy boundary, the key's limits and its rate
+ * limit; then, once the request is decoded, the contract's rules, prechecks and the write's unit of work
+ * (idempotency key, portal audit).
+ */
+export function createPartnerEdge(o: PartnerEdgeOptions): Edge {
+  return {
+    async admit(call) {
+      let em: Em | undefined;
+      let caller: Caller | undefined;
+      // Forked on first use: a request served from caches (a known key, the key document) never forks one.
+      const unit = (): Em => {
+        if (!em) {
+          em = o.orm.em.fork();
+          if (caller) scopeToTenant(em, caller);
+        }
+        return em;
+      };
+      call.values.set(kUnit, { kind: rateClassOf(call.method), em: unit });
+      caller = await authenticate(o, call, unit);
+      call.values.set(kCaller, caller);
+      // The tenancy boundary: every partner-owned entity this request reads or writes is the caller's.
+      if (em) scopeToTenant(em, caller);
+      await applyRateLimit(o, call, unit, caller);
+    },
+    confirm: (call) => reauthenticate(o, call),
+    async invoke(call, request, handler) {
+      o.validate(call.method.input, request);
+      await precheck(o, call, request);
+      return runWrite(o, call, request, handler);
+    },
+  };
+}

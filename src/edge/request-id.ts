@@ -1,0 +1,93 @@
+import { ApiError } from "../platform/errors.ts";
+import type { Handler } from "../platform/http/listener.ts";
+import { requestScope } from "../platform/http/request-scope.ts";
+import { type AnyResponse, writeRestError } from "../platform/http/rest-errors.ts";
+import type { AnyRequest } from "../platform/http/transcoder.ts";
+import { newId } from "../platform/ids.ts";
+import type { Logger } from "../platform/logger.ts";
+import type { Metrics } from "../platform/metrics.ts";
+import { type AddressAdmission, admitAddress, settleAddress } from "./address-guard.ts";
+import { routeOf } from "./routes.ts";
+
+// Symbols on the request and response rather than a map keyed by them: this runs on every request.
+const REQUEST_ID = Symbol("requestId");
+type Tagged = { [REQUEST_ID]?: string };
+const STARTED = Symbol("started");
+type Timed = { [STARTED]?: number };
+
+/** The `req_` id given to a request on arrival (a fresh one for a request that never reached the edge). */
+export const requestIdOf = (req: unknown): string => (req as Tagged)[REQUEST_ID] ?? newId("req");
+
+/** The methods any route serves; every other is 405 before a handler sees it. */
+const HTTP_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+
+/** What {@link withRequestId} records each request in. */
+export interface RequestLog {
+  logger: Logger;
+  listener: string;
+  metrics: Metrics;
+  /** The partner listener's limits per client address (absent on the internal listener). */
+  addresses?: AddressAdmission;
+}
+
+/** Records a finished request: its metrics, its address's failure count, and one access-log line (debug). */
+function recorder({ logger, listener, metrics, addresses }: RequestLog) {
+  const logRequests = logger.level === "debug";
+  // One shared listener, not a closure per request: this runs on every request.
+  return function finished(this: AnyResponse & Timed & { req: AnyRequest }) {
+    const seconds = (performance.now() - (this[STARTED] ?? 0)) / 1000;
+    const req = this.req;
+    const url = req.url ?? "";
+    const q = url.indexOf("?");
+    const path = q === -1 ? url : url.slice(0, q);
+    const { face, route } = routeOf(req, path, this.statusCode);
+    metrics.http.record(listener, face, route, req.method ?? "", this.statusCode, seconds);
+    if (addresses) settleAddress(addresses.guard, req, this.statusCode);
+    if (!logRequests) return;
+    const client = req.headers["x-request-id"];
+    logger.debug("request", {
+      listener,
+      requestId: requestIdOf(req),
+      clientRequestId: typeof client === "string" ? client.slice(0, 128) : undefined,
+      method: req.method,
+      // A hosted page's path is its credential (a consent link, a mandate, a prompt session): its template only.
+      path: face === "page" ? route : path.slice(0, 256),
+      status: this.statusCode,
+      ms: Math.round(seconds * 10_000) / 10,
+    });
+  };
+}
+
+/**
+ * Wraps a listener's handler: a fresh `req_` id on every response, before anything else can fail, and one
+ * access-log line per request (debug level; no query strings, no headers, no page tokens, so no secrets or
+ * personal data). A client's own X-Request-Id is never taken as ours; it is logged as `clientRequestId`.
+ * Requests no route could serve (HTTP/1.1 without Host, an unknown method) and, on the partner listener,
+ * addresses over their limits are answered here, before any handler.
+ */
+export function withRequestId(handler: Handler, log: RequestLog): Handler {
+  const finished = recorder(log);
+  return (req, res) => {
+    const id = newId("req");
+    (req as Tagged)[REQUEST_ID] = id;
+    res.setHeader("x-request-id", id);
+    // No answer of either listener is ever to be sniffed as another type (an error body as HTML, say).
+    res.setHeader("x-content-type-options", "nosniff");
+    (res as Timed)[STARTED] = performance.now();
+    res.on("finish", finished); // fires once; `on` avoids the wrapper `once` allocates
+    // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal had no body, request id or nosniff.
+    if (req.httpVersion === "1.1" && req.headers.host === undefined)
+      return writeRestError(
+        res,
+        new ApiError("invalid_request", "An HTTP/1.1 request must carry a Host header."),
+        id,
+      );
+    // HTTP/2 takes any `:method`: one no route serves is refused before any handler (and counted as `other`).
+    if (!HTTP_METHODS.has(req.method ?? "")) {
+      res.setHeader("allow", [...HTTP_METHODS].join(", "));
+      return writeRestError(res, new ApiError("method_not_allowed"), id);
+    }
+    if (log.addresses && !admitAddress(log.addresses, req, res, id)) return;
+    requestScope.run(id, handler, req, res);
+  };
+}
