@@ -1,4 +1,4 @@
-import type { DisbursementService } from "../disbursements/disbursement.service.ts";
+import type { DisbursementService, PastLoan } from "../disbursements/disbursement.service.ts";
 import type { LedgerEntryInput, LedgerService } from "../ledger/ledger.service.ts";
 import { DEFAULT_TERMS, type PartnerService } from "../partners/partner.service.ts";
 import { ms } from "../platform/clock.ts";
@@ -7,139 +7,13 @@ import type { Logger } from "../platform/logger.ts";
 import { FIXTURE_LENDER_ID } from "../platform/tenancy.ts";
 import type { StandingService } from "../standing/standing.service.ts";
 import type { UserService } from "../users/user.service.ts";
+import { type FixtureUser, fixtureUsers } from "./fixture-users.ts";
 import { sandboxRepository } from "./sandbox.repository.ts";
 
 /** Bump when the fixtures change: every deployment then re-seeds their standing, KYC and loans once. */
 export const FIXTURE_VERSION = 1;
 
-/** How a fixture user's money moves. */
-type Profile = "trader" | "salaried" | "gig" | "light";
-
-/** A fixture user (CONTRACT.md §7): fixed id and phone number, the same in every deployment. */
-export interface FixtureUser {
-  id: string;
-  phoneNumber: string;
-  segment: "trader" | "salaried" | "gig" | "other";
-  tier: "Unrated" | "Emerging" | "Established" | "Trusted";
-  score: number;
-  kyc: "NONE" | "BASIC" | "FULL";
-  profile: Profile;
-  joinedDaysAgo: number;
-  /** The user's past loans from the fixture lender: installments as [days ago due, days late or "default"]. */
-  loans: { principalKobo: bigint; installments: [number, number | "default"][] }[];
-  about: string;
-}
-
-/** The sandbox fixture users: one per tier, a trader, a salaried and a gig worker, no KYC, a default. */
-export const fixtureUsers: readonly FixtureUser[] = [
-  {
-    id: "usr_sandboxTrusted",
-    phoneNumber: "+2348000000001",
-    segment: "trader",
-    tier: "Trusted",
-    score: 812,
-    kyc: "FULL",
-    profile: "trader",
-    joinedDaysAgo: 1_460,
-    loans: [
-      {
-        principalKobo: 15_000_000n,
-        installments: [
-          [300, 0],
-          [270, 0],
-          [240, 0],
-        ],
-      },
-      {
-        principalKobo: 30_000_000n,
-        installments: [
-          [150, 0],
-          [120, 1],
-          [90, 0],
-        ],
-      },
-    ],
-    about: "Trusted tier; a market trader with busy daily sales; two loans repaid, on time but for one day.",
-  },
-  {
-    id: "usr_sandboxEstablished",
-    phoneNumber: "+2348000000002",
-    segment: "salaried",
-    tier: "Established",
-    score: 655,
-    kyc: "FULL",
-    profile: "salaried",
-    joinedDaysAgo: 900,
-    loans: [
-      {
-        principalKobo: 20_000_000n,
-        installments: [
-          [200, 0],
-          [170, 0],
-        ],
-      },
-    ],
-    about: "Established tier; salaried, paid on the 25th; one loan repaid on time.",
-  },
-  {
-    id: "usr_sandboxEmerging",
-    phoneNumber: "+2348000000003",
-    segment: "gig",
-    tier: "Emerging",
-    score: 468,
-    kyc: "BASIC",
-    profile: "gig",
-    joinedDaysAgo: 420,
-    loans: [],
-    about: "Emerging tier; a gig worker paid by several platforms most days; never borrowed.",
-  },
-  {
-    id: "usr_sandboxUnrated",
-    phoneNumber: "+2348000000004",
-    segment: "other",
-    tier: "Unrated",
-    score: 0,
-    kyc: "BASIC",
-    profile: "light",
-    joinedDaysAgo: 380,
-    loans: [],
-    about: "Unrated; light, irregular activity; never borrowed.",
-  },
-  {
-    id: "usr_sandboxNoKyc",
-    phoneNumber: "+2348000000005",
-    segment: "trader",
-    tier: "Emerging",
-    score: 402,
-    kyc: "NONE",
-    profile: "trader",
-    joinedDaysAgo: 400,
-    loans: [],
-    about: "A trader who has not completed KYC (level NONE).",
-  },
-  {
-    id: "usr_sandboxDefaulted",
-    phoneNumber: "+2348000000006",
-    segment: "trader",
-    tier: "Emerging",
-    score: 351,
-    kyc: "FULL",
-    profile: "trader",
-    joinedDaysAgo: 700,
-    loans: [
-      {
-        principalKobo: 25_000_000n,
-        installments: [
-          [160, 0],
-          [130, 3],
-          [100, "default"],
-        ],
-      },
-    ],
-    about:
-      "A trader with a default in their repayment history: one installment 3 days late, the last never collected.",
-  },
-];
+export { type FixtureUser, fixtureUsers } from "./fixture-users.ts";
 
 /** 32-bit FNV-1a: the seed of a user-day's generator, so a day's entries are the same whenever generated. */
 function fnv1a(text: string): number {
@@ -223,12 +97,8 @@ const utcDay = (d: Date) => d.toISOString().slice(0, 10);
 /** What {@link createSandboxFixtures} returns. */
 export type SandboxFixtures = ReturnType<typeof createSandboxFixtures>;
 
-/**
- * Keeps the sandbox fixture users present and current: created on the first start (users, standing, KYC,
- * past loans from the fixture lender, a year of ledger), then the ledger topped up day by day so the last
- * 365 days are always full. Safe to run concurrently and any number of times: every write is idempotent.
- */
-export function createSandboxFixtures(o: {
+/** What keeping the fixtures seeded needs. */
+interface FixtureDeps {
   now: () => Date;
   users: UserService;
   partners: PartnerService;
@@ -236,33 +106,17 @@ export function createSandboxFixtures(o: {
   ledger: LedgerService;
   standing: StandingService;
   logger: Logger;
-}) {
+}
+
+/**
+ * Keeps the sandbox fixture users present and current: created on the first start (users, standing, KYC,
+ * past loans from the fixture lender, a year of ledger), then the ledger topped up day by day so the last
+ * 365 days are always full. Safe to run concurrently and any number of times: every write is idempotent.
+ */
+export function createSandboxFixtures(o: FixtureDeps) {
   return {
-    async ensure(em: Em): Promise<{ seeded: boolean; days: number }> {
-      const now = o.now();
-      const yesterday = utcDay(new Date(now.getTime() - ms.day));
-      const state = await sandboxRepository.state(em, "users");
-      if (state && state.version === FIXTURE_VERSION && state.seededThrough >= yesterday)
-        return { seeded: false, days: 0 };
-      const fresh = !state || state.version !== FIXTURE_VERSION;
-      if (fresh) await seedPeople(em, now);
-      // The ledger from the day after the last seeded one (a year back at most) through yesterday.
-      const yearAgo = utcDay(new Date(now.getTime() - 365 * ms.day));
-      const from = !fresh && state && state.seededThrough >= yearAgo ? nextDay(state.seededThrough) : yearAgo;
-      let days = 0;
-      let batch: LedgerEntryInput[] = [];
-      for (let day = from; day <= yesterday; day = nextDay(day)) {
-        for (const user of fixtureUsers) batch.push(...fixtureDay(user, day));
-        days++;
-        if (batch.length > 4_000) {
-          await o.ledger.ingest(em, batch);
-          batch = [];
-        }
-      }
-      if (batch.length) await o.ledger.ingest(em, batch);
-      await sandboxRepository.markSeeded(em, "users", FIXTURE_VERSION, yesterday);
-      if (fresh) o.logger.info("seeded sandbox fixture users", { users: fixtureUsers.length, days });
-      return { seeded: fresh, days };
+    ensure(em: Em): Promise<{ seeded: boolean; days: number }> {
+      return ensureFixtures(o, em);
     },
 
     /**
@@ -270,122 +124,165 @@ export function createSandboxFixtures(o: {
      * profiles, standing and KYC written again, their past loans where missing, their ledger up to yesterday.
      */
     async reseed(em: Em): Promise<{ users: number; days: number }> {
-      await seedPeople(em, o.now());
+      await seedPeople(o, em, o.now());
       const { days } = await this.ensure(em);
       o.logger.info("reseeded sandbox fixture users", { users: fixtureUsers.length, days });
       return { users: fixtureUsers.length, days };
     },
   };
+}
 
-  async function seedPeople(em: Em, now: Date): Promise<void> {
-    for (const u of fixtureUsers) {
-      try {
-        await o.users.upsert(em, {
-          id: u.id,
-          phoneNumber: u.phoneNumber,
-          segment: u.segment,
-          createdAt: new Date(now.getTime() - u.joinedDaysAgo * ms.day),
-          environment: "sandbox",
-        });
-      } catch (err) {
-        // Another sandbox user already holds the number: the fixture keeps its id, without the phone.
-        o.logger.warn("sandbox fixture user not created", { userId: u.id, err });
+/** Seeds the people on the first start or a new {@link FIXTURE_VERSION}, then the ledger through yesterday. */
+async function ensureFixtures(o: FixtureDeps, em: Em): Promise<{ seeded: boolean; days: number }> {
+  const now = o.now();
+  const yesterday = utcDay(new Date(now.getTime() - ms.day));
+  const state = await sandboxRepository.state(em, "users");
+  if (state && state.version === FIXTURE_VERSION && state.seededThrough >= yesterday)
+    return { seeded: false, days: 0 };
+  const fresh = !state || state.version !== FIXTURE_VERSION;
+  if (fresh) await seedPeople(o, em, now);
+  // The ledger from the day after the last seeded one (a year back at most) through yesterday.
+  const yearAgo = utcDay(new Date(now.getTime() - 365 * ms.day));
+  const from = !fresh && state && state.seededThrough >= yearAgo ? nextDay(state.seededThrough) : yearAgo;
+  let days = 0;
+  let batch: LedgerEntryInput[] = [];
+  for (let day = from; day <= yesterday; day = nextDay(day)) {
+    for (const user of fixtureUsers) batch.push(...fixtureDay(user, day));
+    days++;
+    if (batch.length > 4_000) {
+      await o.ledger.ingest(em, batch);
+      batch = [];
+    }
+  }
+  if (batch.length) await o.ledger.ingest(em, batch);
+  await sandboxRepository.markSeeded(em, "users", FIXTURE_VERSION, yesterday);
+  if (fresh) o.logger.info("seeded sandbox fixture users", { users: fixtureUsers.length, days });
+  return { seeded: fresh, days };
+}
+
+/** The fixture users as documented: the users themselves, their standing and KYC, and their past loans. */
+async function seedPeople(o: FixtureDeps, em: Em, now: Date): Promise<void> {
+  for (const u of fixtureUsers) {
+    try {
+      await o.users.upsert(em, {
+        id: u.id,
+        phoneNumber: u.phoneNumber,
+        segment: u.segment,
+        createdAt: new Date(now.getTime() - u.joinedDaysAgo * ms.day),
+        environment: "sandbox",
+      });
+    } catch (err) {
+      // Another sandbox user already holds the number: the fixture keeps its id, without the phone.
+      o.logger.warn("sandbox fixture user not created", { userId: u.id, err });
+    }
+  }
+  const present = await o.users.existing(
+    em,
+    fixtureUsers.map((u) => u.id),
+  );
+  const users = fixtureUsers.filter((u) => present.has(u.id));
+  await o.standing.upsertStanding(
+    em,
+    users.map((u) => standingOf(u, now)),
+  );
+  await o.standing.upsertKyc(
+    em,
+    users.map((u) => kycOf(u, now)),
+  );
+  await seedLoans(o, em, users, now);
+}
+
+/** A fixture user's standing: their documented tier and score, with signals that fit their profile. */
+function standingOf(u: FixtureUser, now: Date) {
+  return {
+    userId: u.id,
+    tier: u.tier,
+    score: u.score,
+    scoreVersion: "sandbox-1",
+    standingSignals: {
+      tenureDays: u.joinedDaysAgo,
+      monthsInTier: Math.min(24, Math.floor(u.joinedDaysAgo / 60)),
+      scoreChange90d: u.tier === "Trusted" ? 24 : u.tier === "Unrated" ? 0 : -8,
+      disputesLast90d: u.loans.some((l) => l.installments.some(([, late]) => late === "default")) ? 1 : 0,
+    },
+    workSignals: {
+      monthsActive: Math.floor(u.joinedDaysAgo / 30),
+      activeDaysLast30d: u.profile === "light" ? 6 : u.profile === "salaried" ? 22 : 25,
+      incomeRegularityBps: u.profile === "salaried" ? 9_600 : u.profile === "light" ? 1_800 : 7_200,
+      employmentVerified: u.profile === "salaried",
+    },
+    asOf: now,
+  };
+}
+
+/** A fixture user's KYC at their documented level, verified 300 days ago. */
+function kycOf(u: FixtureUser, now: Date) {
+  return {
+    userId: u.id,
+    level: u.kyc,
+    bvnVerified: u.kyc === "FULL",
+    ninVerified: u.kyc === "FULL",
+    phoneVerified: u.kyc !== "NONE",
+    addressVerified: u.kyc === "FULL",
+    livenessChecked: u.kyc === "FULL",
+    verifiedAt: u.kyc === "NONE" ? null : new Date(now.getTime() - 300 * ms.day),
+  };
+}
+
+/** Past loans from the fixture lender, repaid, late or defaulted, so repayment history has something to show. */
+async function seedLoans(o: FixtureDeps, em: Em, users: FixtureUser[], now: Date): Promise<void> {
+  await em.transactional(async (tx) => {
+    await o.partners.ensure(tx, {
+      id: FIXTURE_LENDER_ID,
+      name: "Sandbox fixture lender",
+      feeRateBps: 0,
+      createdAt: now,
+      ...DEFAULT_TERMS,
+    });
+    for (const u of users) {
+      for (const [n, loan] of u.loans.entries()) {
+        await o.disbursements.recordPastLoan(tx, pastLoan(u, n, loan, now));
       }
     }
-    const present = await o.users.existing(
-      em,
-      fixtureUsers.map((u) => u.id),
-    );
-    const users = fixtureUsers.filter((u) => present.has(u.id));
-    await o.standing.upsertStanding(
-      em,
-      users.map((u) => ({
-        userId: u.id,
-        tier: u.tier,
-        score: u.score,
-        scoreVersion: "sandbox-1",
-        standingSignals: {
-          tenureDays: u.joinedDaysAgo,
-          monthsInTier: Math.min(24, Math.floor(u.joinedDaysAgo / 60)),
-          scoreChange90d: u.tier === "Trusted" ? 24 : u.tier === "Unrated" ? 0 : -8,
-          disputesLast90d: u.loans.some((l) => l.installments.some(([, late]) => late === "default")) ? 1 : 0,
-        },
-        workSignals: {
-          monthsActive: Math.floor(u.joinedDaysAgo / 30),
-          activeDaysLast30d: u.profile === "light" ? 6 : u.profile === "salaried" ? 22 : 25,
-          incomeRegularityBps: u.profile === "salaried" ? 9_600 : u.profile === "light" ? 1_800 : 7_200,
-          employmentVerified: u.profile === "salaried",
-        },
-        asOf: now,
-      })),
-    );
-    await o.standing.upsertKyc(
-      em,
-      users.map((u) => ({
-        userId: u.id,
-        level: u.kyc,
-        bvnVerified: u.kyc === "FULL",
-        ninVerified: u.kyc === "FULL",
-        phoneVerified: u.kyc !== "NONE",
-        addressVerified: u.kyc === "FULL",
-        livenessChecked: u.kyc === "FULL",
-        verifiedAt: u.kyc === "NONE" ? null : new Date(now.getTime() - 300 * ms.day),
-      })),
-    );
-    await seedLoans(em, users, now);
-  }
+  });
+}
 
-  /** Past loans from the fixture lender, repaid, late or defaulted, so repayment history has something to show. */
-  async function seedLoans(em: Em, users: FixtureUser[], now: Date): Promise<void> {
-    await em.transactional(async (tx) => {
-      await o.partners.ensure(tx, {
-        id: FIXTURE_LENDER_ID,
-        name: "Sandbox fixture lender",
-        feeRateBps: 0,
-        createdAt: now,
-        ...DEFAULT_TERMS,
-      });
-      for (const u of users) {
-        for (const [n, loan] of u.loans.entries()) {
-          const first = loan.installments[0]?.[0] ?? 30;
-          const deliveredAt = new Date(now.getTime() - (first + 30) * ms.day);
-          // A fixed id per user and loan: `dsb_` + 26 Crockford characters.
-          const suffix = `${u.id
-            .slice(4)
-            .toUpperCase()
-            .replace(/[ILOU]/g, "X")}${n}`
-            .padEnd(26, "0")
-            .slice(0, 26);
-          const each = loan.principalKobo / BigInt(loan.installments.length);
-          await o.disbursements.recordPastLoan(tx, {
-            id: `dsb_${suffix}`,
-            partnerId: FIXTURE_LENDER_ID,
-            userId: u.id,
-            principalKobo: loan.principalKobo,
-            deliveredAt,
-            installments: loan.installments.map(([daysAgo, late], seq) => {
-              const dueDate = utcDay(new Date(now.getTime() - daysAgo * ms.day));
-              // Debited at 07:00 UTC on the due day (plus a day per day late), whatever the time is now: a
-              // time of day carried over from `now` would make an on-time repayment late after 17:00.
-              const due = new Date(`${dueDate}T00:00:00Z`);
-              const collected =
-                late === "default" ? null : new Date(due.getTime() + late * ms.day + 7 * ms.hour);
-              return {
-                id: `rpy_${suffix}_${seq + 1}`,
-                dueDate,
-                amountKobo: each,
-                collectedAt: collected,
-                // The first debit and a daily retry for each day late; a default used all four.
-                attempts: collected ? 1 + Number(late) : 4,
-                lastFailure: collected && late === 0 ? null : "insufficient_funds",
-                failedAt: collected ? null : new Date(due.getTime() + 3 * ms.day),
-              };
-            }),
-          });
-        }
-      }
-    });
-  }
+/** The user's `n`-th past loan from the fixture lender, with fixed ids and its installments as documented. */
+function pastLoan(u: FixtureUser, n: number, loan: FixtureUser["loans"][number], now: Date): PastLoan {
+  const first = loan.installments[0]?.[0] ?? 30;
+  const deliveredAt = new Date(now.getTime() - (first + 30) * ms.day);
+  // A fixed id per user and loan: `dsb_` + 26 Crockford characters.
+  const suffix = `${u.id
+    .slice(4)
+    .toUpperCase()
+    .replace(/[ILOU]/g, "X")}${n}`
+    .padEnd(26, "0")
+    .slice(0, 26);
+  const each = loan.principalKobo / BigInt(loan.installments.length);
+  return {
+    id: `dsb_${suffix}`,
+    partnerId: FIXTURE_LENDER_ID,
+    userId: u.id,
+    principalKobo: loan.principalKobo,
+    deliveredAt,
+    installments: loan.installments.map(([daysAgo, late], seq) => {
+      const dueDate = utcDay(new Date(now.getTime() - daysAgo * ms.day));
+      // Debited at 07:00 UTC on the due day (plus a day per day late), whatever the time is now: a
+      // time of day carried over from `now` would make an on-time repayment late after 17:00.
+      const due = new Date(`${dueDate}T00:00:00Z`);
+      const collected = late === "default" ? null : new Date(due.getTime() + late * ms.day + 7 * ms.hour);
+      return {
+        id: `rpy_${suffix}_${seq + 1}`,
+        dueDate,
+        amountKobo: each,
+        collectedAt: collected,
+        // The first debit and a daily retry for each day late; a default used all four.
+        attempts: collected ? 1 + Number(late) : 4,
+        lastFailure: collected && late === 0 ? null : "insufficient_funds",
+        failedAt: collected ? null : new Date(due.getTime() + 3 * ms.day),
+      };
+    }),
+  };
 }
 
 function nextDay(day: string): string {

@@ -28,12 +28,8 @@ export interface SandboxReset {
 /** What {@link createSandboxService} returns. */
 export type SandboxService = ReturnType<typeof createSandboxService>;
 
-/**
- * The sandbox helpers (CONTRACT.md §7): they act for the people and systems a partner cannot drive from
- * outside, through the same services (and so the same transactions and events) as the real actions. Every
- * helper refuses a live key with 403 `sandbox_only` before it looks at anything else.
- */
-export function createSandboxService(o: {
+/** The services the sandbox helpers act through. */
+interface SandboxDeps {
   clock: Clock;
   users: UserService;
   consents: ConsentService;
@@ -44,11 +40,19 @@ export function createSandboxService(o: {
   repayments: RepaymentService;
   ledger: LedgerService;
   idempotency: IdempotencyService;
-}) {
-  const sandboxOnly = (caller: Caller) => {
-    if (caller.environment !== "sandbox") throw new ApiError("sandbox_only");
-  };
+}
 
+/** Refuses a live key: 403 `sandbox_only`, before anything else is looked at. */
+function sandboxOnly(caller: Caller): void {
+  if (caller.environment !== "sandbox") throw new ApiError("sandbox_only");
+}
+
+/**
+ * The sandbox helpers (CONTRACT.md §7): they act for the people and systems a partner cannot drive from
+ * outside, through the same services (and so the same transactions and events) as the real actions. Every
+ * helper refuses a live key with 403 `sandbox_only` before it looks at anything else.
+ */
+export function createSandboxService(o: SandboxDeps) {
   return {
     /** The user accepts or declines a consent link of the caller's. */
     async decideConsentLink(em: Em, caller: Caller, id: string, accept: boolean): Promise<LinkView> {
@@ -71,50 +75,18 @@ export function createSandboxService(o: {
     },
 
     /** The platform re-scores a sandbox user, keeping the other standing signals. */
-    async setStanding(
-      em: Em,
-      caller: Caller,
-      userId: string,
-      tier: string,
-      score: number,
-    ): Promise<{ tier: string; score: number; tierChanged: boolean }> {
+    async setStanding(em: Em, caller: Caller, userId: string, tier: string, score: number) {
       sandboxOnly(caller);
-      if ((await o.users.environmentOf(em, userId)) !== "sandbox")
-        throw new ApiError("not_found", `No sandbox user ${userId}.`);
-      if (!(tiers as readonly string[]).includes(tier))
-        throw validationFailed({ tier: `must be one of ${tiers.join(", ")}` });
-      const { tierChanged } = await o.standing.rescoreInSandbox(
-        em,
-        caller.partnerId,
-        userId,
-        tier as Tier,
-        score,
-      );
-      return { tier, score, tierChanged };
+      return setStanding(o, em, caller.partnerId, userId, tier, score);
     },
 
     /**
-     * Restores the caller's sandbox to its first day (CONTRACT.md §7), in one transaction: its copy of the
-     * sandbox users as documented (re-scores forgotten, the ledger lines and repayment history its loans wrote
-     * removed), its consents, links, disbursements, books and idempotency records deleted. Keys, webhooks and
-     * deliveries stay; no other partner is touched. 409 while something of its is at the payment provider.
+     * Restores the caller's sandbox to its first day (CONTRACT.md §7); see {@link resetSandbox}. 409 while
+     * something of its is at the payment provider.
      */
     async reset(em: Em, caller: Caller): Promise<SandboxReset> {
       sandboxOnly(caller);
-      const partnerId = caller.partnerId;
-      return em.transactional(async (tx) => {
-        const disbursements = await o.disbursements.deleteSandbox(tx, partnerId);
-        if (disbursements === false)
-          throw new ApiError(
-            "conflict",
-            "A payout, debit or refund of yours is at the payment provider: reset once it has settled.",
-          );
-        const ledgerEntries = await o.ledger.deleteSandboxLines(tx, partnerId);
-        const { consents, links } = await o.consents.deleteSandbox(tx, partnerId);
-        const standings = await o.standing.resetSandbox(tx, partnerId);
-        await o.idempotency.deleteSandbox(tx, partnerId);
-        return { consents, consentLinks: links, disbursements, standings, ledgerEntries };
-      });
+      return resetSandbox(o, em, caller.partnerId);
     },
 
     /** The operator restores one partner's sandbox, as the partner's own reset does (`sandbox seed --partner`). */
@@ -156,4 +128,43 @@ export function createSandboxService(o: {
       return o.repayments.collectInSandbox(em, id, outcome, failureCode);
     },
   };
+}
+
+/** Re-scores a sandbox user for one partner, keeping the other standing signals. */
+async function setStanding(
+  o: SandboxDeps,
+  em: Em,
+  partnerId: string,
+  userId: string,
+  tier: string,
+  score: number,
+): Promise<{ tier: string; score: number; tierChanged: boolean }> {
+  if ((await o.users.environmentOf(em, userId)) !== "sandbox")
+    throw new ApiError("not_found", `No sandbox user ${userId}.`);
+  if (!(tiers as readonly string[]).includes(tier))
+    throw validationFailed({ tier: `must be one of ${tiers.join(", ")}` });
+  const { tierChanged } = await o.standing.rescoreInSandbox(em, partnerId, userId, tier as Tier, score);
+  return { tier, score, tierChanged };
+}
+
+/**
+ * Restores a partner's sandbox to its first day (CONTRACT.md §7), in one transaction: its copy of the
+ * sandbox users as documented (re-scores forgotten, the ledger lines and repayment history its loans wrote
+ * removed), its consents, links, disbursements, books and idempotency records deleted. Keys, webhooks and
+ * deliveries stay; no other partner is touched. 409 while something of its is at the payment provider.
+ */
+function resetSandbox(o: SandboxDeps, em: Em, partnerId: string): Promise<SandboxReset> {
+  return em.transactional(async (tx) => {
+    const disbursements = await o.disbursements.deleteSandbox(tx, partnerId);
+    if (disbursements === false)
+      throw new ApiError(
+        "conflict",
+        "A payout, debit or refund of yours is at the payment provider: reset once it has settled.",
+      );
+    const ledgerEntries = await o.ledger.deleteSandboxLines(tx, partnerId);
+    const { consents, links } = await o.consents.deleteSandbox(tx, partnerId);
+    const standings = await o.standing.resetSandbox(tx, partnerId);
+    await o.idempotency.deleteSandbox(tx, partnerId);
+    return { consents, consentLinks: links, disbursements, standings, ledgerEntries };
+  });
 }

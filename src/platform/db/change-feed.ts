@@ -40,101 +40,140 @@ export function notifySql(topic: ChangeTopic, id: string): { sql: string; params
   return { sql: "select pg_notify(?, ?)", params: [CHANGE_CHANNEL, `${topic}:${id}`] };
 }
 
-/** Starts listening. Reconnects with back-off; never throws after start. */
-export async function startChangeFeed(databaseUrl: string, logger: Logger): Promise<ChangeFeed> {
-  const handlers = new Map<ChangeTopic, Handler[]>();
-  let client: pg.Client | undefined;
-  let healthy = false;
-  let closed = false;
-  let retryMs = 100;
-  let lastHeard = 0;
-  let beating = false;
-  let silent: (silentMs: number) => void = () => undefined;
+/** Subscribers by topic, told of each change to their topic, or of everything dropped (`id` "*"). */
+class Subscribers {
+  readonly #handlers = new Map<ChangeTopic, Handler[]>();
 
-  const dispatch = (topic: ChangeTopic, id: string) => {
-    for (const h of handlers.get(topic) ?? []) h(id);
-  };
-  const dropAll = () => {
-    for (const topic of handlers.keys()) dispatch(topic, "*");
-  };
+  add(topic: ChangeTopic, handler: Handler): void {
+    this.#handlers.set(topic, [...(this.#handlers.get(topic) ?? []), handler]);
+  }
 
-  const connect = async (): Promise<void> => {
-    const c = new pg.Client({ connectionString: databaseUrl, application_name: "partner-api changes" });
+  dispatch(topic: ChangeTopic, id: string): void {
+    for (const h of this.#handlers.get(topic) ?? []) h(id);
+  }
+
+  /** Tells every subscriber to drop everything: messages may have been missed. */
+  dropAll(): void {
+    for (const topic of this.#handlers.keys()) this.dispatch(topic, "*");
+  }
+}
+
+/**
+ * The LISTEN connection and its health. One connection at a time: a lost one (an error, its end, or silence
+ * past {@link SILENT_MS}) is dropped and replaced with back-off, and the subscribers are told to drop
+ * everything both when it is lost and once its successor listens.
+ */
+class ListeningConnection implements ChangeFeed {
+  readonly #subscribers = new Subscribers();
+  #client: pg.Client | undefined;
+  #healthy = false;
+  #closed = false;
+  #retryMs = 100;
+  #lastHeard = 0;
+  #beating = false;
+  readonly #heartbeat: NodeJS.Timeout;
+  readonly #databaseUrl: string;
+  readonly #logger: Logger;
+
+  constructor(databaseUrl: string, logger: Logger) {
+    this.#databaseUrl = databaseUrl;
+    this.#logger = logger;
+    this.#heartbeat = setInterval(() => this.#beat(), HEARTBEAT_MS);
+    this.#heartbeat.unref();
+  }
+
+  get healthy(): boolean {
+    return this.#healthy && !this.#closed && Date.now() - this.#lastHeard <= SILENT_MS;
+  }
+
+  subscribe(topic: ChangeTopic, handler: Handler): void {
+    this.#subscribers.add(topic, handler);
+  }
+
+  readonly emitLocal = (topic: ChangeTopic, id: string): void => this.#subscribers.dispatch(topic, id);
+
+  async connect(): Promise<void> {
+    const c = new pg.Client({ connectionString: this.#databaseUrl, application_name: "partner-api changes" });
     c.on("notification", (msg) => {
-      if (client === c) lastHeard = Date.now();
+      if (this.#client === c) this.#lastHeard = Date.now();
       const payload = msg.payload ?? "";
       if (payload === HEARTBEAT) return;
       const at = payload.indexOf(":");
-      if (at > 0) dispatch(payload.slice(0, at) as ChangeTopic, payload.slice(at + 1));
+      if (at > 0) this.#subscribers.dispatch(payload.slice(0, at) as ChangeTopic, payload.slice(at + 1));
     });
-    const lost = (err?: unknown) => {
-      if (client !== c) return;
-      client = undefined;
-      healthy = false;
-      dropAll();
-      c.end().catch(() => undefined);
-      // end() waits for the server to close; a stalled one never does, so the socket goes now.
-      (c as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
-      if (closed) return;
-      logger.warn("change feed connection lost; caches bypassed until it is back", { err });
-      setTimeout(() => void reconnect(), retryMs).unref();
-      retryMs = Math.min(retryMs * 2, 5_000);
-    };
-    c.on("error", lost);
-    c.on("end", () => lost());
+    c.on("error", (err) => this.#lost(c, err));
+    c.on("end", () => this.#lost(c));
     await c.connect();
     await c.query(`listen ${CHANGE_CHANNEL}`);
-    client = c;
-    lastHeard = Date.now();
-    silent = (silentMs) => lost(new Error(`no message for ${silentMs} ms despite the heartbeats`));
+    this.#client = c;
+    this.#lastHeard = Date.now();
     // Anything cached before this point may have missed a message.
-    dropAll();
-    healthy = true;
-    retryMs = 100;
-  };
-  const reconnect = async () => {
-    if (closed) return;
-    try {
-      await connect();
-      logger.info("change feed reconnected");
-    } catch (err) {
-      logger.warn("change feed reconnect failed", { err });
-      setTimeout(() => void reconnect(), retryMs).unref();
-      retryMs = Math.min(retryMs * 2, 5_000);
-    }
-  };
+    this.#subscribers.dropAll();
+    this.#healthy = true;
+    this.#retryMs = 100;
+  }
 
-  const heartbeat = setInterval(() => {
-    const c = client;
-    if (!c || closed) return;
-    const silentMs = Date.now() - lastHeard;
-    if (silentMs > SILENT_MS) return silent(silentMs);
-    if (beating) return;
-    beating = true;
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearInterval(this.#heartbeat);
+    this.#healthy = false;
+    const c = this.#client;
+    this.#client = undefined;
+    await c?.end().catch(() => undefined);
+  }
+
+  /** A connection failed, ended or fell silent: caches are bypassed until another one listens. */
+  #lost(c: pg.Client, err?: unknown): void {
+    if (this.#client !== c) return;
+    this.#client = undefined;
+    this.#healthy = false;
+    this.#subscribers.dropAll();
+    c.end().catch(() => undefined);
+    // end() waits for the server to close; a stalled one never does, so the socket goes now.
+    (c as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+    if (this.#closed) return;
+    this.#logger.warn("change feed connection lost; caches bypassed until it is back", { err });
+    this.#retryLater();
+  }
+
+  async #reconnect(): Promise<void> {
+    if (this.#closed) return;
+    try {
+      await this.connect();
+      this.#logger.info("change feed reconnected");
+    } catch (err) {
+      this.#logger.warn("change feed reconnect failed", { err });
+      this.#retryLater();
+    }
+  }
+
+  #retryLater(): void {
+    setTimeout(() => void this.#reconnect(), this.#retryMs).unref();
+    this.#retryMs = Math.min(this.#retryMs * 2, 5_000);
+  }
+
+  /** Sends this instance's heartbeat, or gives the connection up when nothing has arrived for too long. */
+  #beat(): void {
+    const c = this.#client;
+    if (!c || this.#closed) return;
+    const silentMs = Date.now() - this.#lastHeard;
+    if (silentMs > SILENT_MS) {
+      this.#lost(c, new Error(`no message for ${silentMs} ms despite the heartbeats`));
+      return;
+    }
+    if (this.#beating) return;
+    this.#beating = true;
     c.query("select pg_notify($1, $2)", [CHANGE_CHANNEL, HEARTBEAT])
       .catch(() => undefined)
       .finally(() => {
-        beating = false;
+        this.#beating = false;
       });
-  }, HEARTBEAT_MS);
-  heartbeat.unref();
+  }
+}
 
-  await connect();
-  return {
-    get healthy() {
-      return healthy && !closed && Date.now() - lastHeard <= SILENT_MS;
-    },
-    subscribe(topic, handler) {
-      handlers.set(topic, [...(handlers.get(topic) ?? []), handler]);
-    },
-    emitLocal: dispatch,
-    async close() {
-      closed = true;
-      clearInterval(heartbeat);
-      healthy = false;
-      const c = client;
-      client = undefined;
-      await c?.end().catch(() => undefined);
-    },
-  };
+/** Starts listening. Reconnects with back-off; never throws after start. */
+export async function startChangeFeed(databaseUrl: string, logger: Logger): Promise<ChangeFeed> {
+  const feed = new ListeningConnection(databaseUrl, logger);
+  await feed.connect();
+  return feed;
 }
