@@ -37,6 +37,7 @@ const COMPOSITION = [
   "config.ts",
   "config/**",
   "services.ts",
+  "services/**",
   "app.ts",
   "entities.ts",
   "main.ts",
@@ -155,7 +156,8 @@ export function overrides(): object[] {
         },
       },
     },
-    { includes: ["src/**", "!src/sdk/**"], ...restrict([REPOSITORY]) },
+    // The composition root wires each feature's purge steps (its *-retention.repository.ts) into the purge.
+    { includes: ["src/**", "!src/sdk/**", "!src/services/**"], ...restrict([REPOSITORY]) },
     { includes: ["src/platform/**"], ...restrict([PLATFORM]) },
     { includes: ["src/edge/**"], ...restrict([EDGE_UP, EDGE_PRIVATE]) },
     ...FEATURES.flatMap(featureOverrides),
