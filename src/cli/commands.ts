@@ -1,5 +1,5 @@
 import { type DescMessage, type MessageShape, toJson } from "@bufbuild/protobuf";
-import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
 import {
   type ApiKey,
@@ -27,8 +27,7 @@ export interface Clients {
 /** One command: its flags and the clients in, what it prints out. */
 export type Command = (flags: Flags, c: Clients) => Promise<Output>;
 
-const date = (t: { seconds: bigint; nanos: number } | undefined) =>
-  t ? timestampDate(t as never).toISOString() : "";
+const date = (t: Timestamp | undefined) => (t ? timestampDate(t).toISOString() : "");
 const json = <D extends DescMessage>(schema: D, m: MessageShape<D>) =>
   toJson(schema, m, { alwaysEmitImplicit: true });
 

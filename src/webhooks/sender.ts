@@ -142,6 +142,7 @@ async function pinnedLookup(
     }),
   ]).finally(() => clearTimeout(timer));
   return (_host, options, cb) => {
+    // Node types the callback for one address; with `all` it takes a list (a library interop cast).
     if ((options as { all?: boolean }).all) (cb as never as (e: null, a: unknown[]) => void)(null, [target]);
     else cb(null, target.address, target.family);
   };

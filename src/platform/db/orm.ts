@@ -127,6 +127,7 @@ function watchQueries(client: pg.PoolClient, limitMs: number, logger: Logger): v
     if (!(result instanceof Promise)) return result;
     const timer = setTimeout(() => {
       logger.error("dropped a database connection that stopped answering", { afterMs: limitMs });
+      // pg keeps the socket on an untyped `connection` (library interop).
       (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
     }, limitMs);
     timer.unref();

@@ -1,4 +1,4 @@
-import { create, type JsonValue, toJson } from "@bufbuild/protobuf";
+import { create, type DescMessage, type JsonValue, type MessageInitShape, toJson } from "@bufbuild/protobuf";
 import type { AnyResponse } from "./rest-errors.ts";
 import type { Route } from "./rest-routes.ts";
 
@@ -13,12 +13,13 @@ function writeHttpBody(res: AnyResponse, responseHeader: Headers, output: unknow
   res.setHeader("content-type", body.contentType);
   res.setHeader("content-length", body.data.byteLength);
   res.statusCode = 200;
+  // Both responses take bytes; TypeScript cannot pick one `end` overload for their union.
   res.end(Buffer.from(body.data.buffer, body.data.byteOffset, body.data.byteLength) as never);
 }
 
 /** The response message as JSON: the whole message, or the field the rule's `response_body` names. */
 function responseJson(route: Route, output: unknown): string {
-  const message = create(route.method.output, output as never);
+  const message = create(route.method.output, output as MessageInitShape<DescMessage>);
   // A handler that returns the very message it returned before (a cached, immutable response) gets
   // the JSON made the first time.
   let payload = output === message ? route.memo.get(message) : undefined;

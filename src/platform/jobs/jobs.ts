@@ -55,6 +55,7 @@ export function createJobs({ boss, orm }: JobsOptions): Jobs {
   // pg-boss writes through the transaction's own connection (its `db` option), never a second one.
   const db = (em: Em) => {
     const context = em.getTransactionContext();
+    // MikroORM's transaction context is a Kysely transaction; pg-boss's adapter names its own Kysely type.
     return context ? { db: fromKysely(context as never) } : {};
   };
   return {

@@ -132,6 +132,7 @@ export function connectAdapter(options: ConnectAdapterOptions) {
     }
     let uReq: ReturnType<typeof universalRequestFromNodeRequest>;
     try {
+      // connect-node declares its own request and response types for the same Node objects (library interop).
       uReq = universalRequestFromNodeRequest(
         req as never,
         res as never,

@@ -203,6 +203,7 @@ function StatusFilter(props: {
 
 function RecentLinks() {
   const [status, setStatus] = useState("");
+  // The status filter's number; the generated enum type admits only its members, hence the cast below.
   const value = ConsentLink_StatusSchema.values.find((v) => v.name === status)?.number ?? 0;
   const links = useInfiniteQuery(
     ConsentService.method.listConsentLinks,
@@ -235,6 +236,7 @@ function RecentLinks() {
 
 function RecentConsents() {
   const [status, setStatus] = useState("");
+  // The status filter's number; the generated enum type admits only its members, hence the cast below.
   const value = Consent_StatusSchema.values.find((v) => v.name === status)?.number ?? 0;
   const consents = useInfiniteQuery(
     ConsentService.method.listConsents,

@@ -210,6 +210,7 @@ const STATUSES = [
 
 function Recent() {
   const [status, setStatus] = useState("");
+  // The status filter's number; the generated enum type admits only its members, hence the cast below.
   const value = Disbursement_StatusSchema.values.find((v) => v.name === status)?.number ?? 0;
   const list = useInfiniteQuery(
     DisbursementService.method.listDisbursements,
