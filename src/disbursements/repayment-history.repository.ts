@@ -1,9 +1,15 @@
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
 
-/** A user's delivered loans in one lender scope (`$1` the user, `$2` the scope, `''` for every lender). */
+/**
+ * A user's delivered loans in one lender scope (`$1` the user, `$2` the scope, `''` for every lender), read by
+ * `disbursements_by_user`: a user has few loans. The partner is compared as an expression (`|| ''`) so that no
+ * plan reads a partner's whole book by `disbursements_by_owner_status` and filters it by user, which stale
+ * statistics (a partner's loans delivered faster than ANALYZE runs) made the planner choose, at the cost of
+ * every delivered loan of the partner on each settlement.
+ */
 const LOANS = `select d.id, d.principal_kobo from disbursements d
-                where d.user_id = $1 and d.status = 'DELIVERED' and ($2 = '' or d.partner_id = $2)`;
+                where d.user_id = $1 and d.status = 'DELIVERED' and ($2 = '' or d.partner_id || '' = $2)`;
 
 /**
  * The roll-ups of `repayment_histories` and `repayment_dues`, in one statement: the history row upserted from
@@ -12,7 +18,8 @@ const LOANS = `select d.id, d.principal_kobo from disbursements d
  * PostgreSQL runs the statement's parts does not matter; the end state is exactly the open dates.
  */
 const REFRESH = `
-  with per_loan as (
+  with loans as (${LOANS}),
+  per_loan as (
     select l.id, l.principal_kobo,
            count(*) filter (where i.status <> 'COLLECTED') as uncollected,
            bool_or(i.status = 'SCHEDULED') as active,
@@ -23,11 +30,11 @@ const REFRESH = `
            coalesce(max(greatest(0, (i.collected_at at time zone 'UTC')::date - i.due_date))
                       filter (where i.status = 'COLLECTED'), 0) as max_late,
            max(i.collected_at) as last_at
-      from (${LOANS}) l join installments i on i.disbursement_id = l.id
+      from loans l join installments i on i.disbursement_id = l.id
      group by l.id, l.principal_kobo),
   dues as (
     select i.due_date, count(*) as due_count, count(*) filter (where i.status <> 'CANCELLED') as open_count
-      from (${LOANS}) l join installments i on i.disbursement_id = l.id
+      from loans l join installments i on i.disbursement_id = l.id
      where i.status <> 'COLLECTED'
      group by i.due_date),
   history as (
