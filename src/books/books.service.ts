@@ -65,6 +65,81 @@ const DEFAULT_PAGE = 100;
 const MAX_PAGE = 1_000;
 
 /**
+ * The caller's books per Lagos day from `from` to `to` (inclusive, at most {@link MAX_SERIES_DAYS}), every
+ * day listed, netted as {@link listEntries} nets its totals.
+ */
+async function series(em: Em, from: string, to: string): Promise<BooksDay[]> {
+  const problems = periodProblems(from, to, true);
+  // Counted in days, not by comparing day strings: a year past 9999 is written "+010000-…", before "9999".
+  const span = (Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / 86_400_000 + 1;
+  if (!problems.from && !problems.to && span > MAX_SERIES_DAYS)
+    problems.to = `must be at most ${MAX_SERIES_DAYS} days from from`;
+  if (Object.keys(problems).length) throw validationFailed(problems);
+  const start = new Date(Date.parse(`${from}T00:00:00Z`) - LAGOS_OFFSET_MS);
+  const until = new Date(Date.parse(`${addDays(to, 1)}T00:00:00Z`) - LAGOS_OFFSET_MS);
+  const sums = new Map<string, Map<BookKind, bigint>>();
+  for (const r of await repo.daily(em, tenantOf(em), start, until)) {
+    const day = sums.get(r.day) ?? new Map<BookKind, bigint>();
+    day.set(r.kind, BigInt(r.total));
+    sums.set(r.day, day);
+  }
+  const days: BooksDay[] = [];
+  for (let day = from; day <= to; day = addDays(day, 1)) {
+    const totals = sums.get(day) ?? new Map<BookKind, bigint>();
+    days.push({ date: day, ...netted(totals) });
+  }
+  return days;
+}
+
+/** The position a sealed cursor names (a booking time and an internal id); 400 when it is not this period's. */
+function openCursor(box: SecretBox, cursor: string, aad: string): { at: Date; id: bigint } {
+  try {
+    const [at, id] = JSON.parse(box.open(Buffer.from(cursor, "base64url"), aad).toString("utf8"));
+    return { at: new Date(at), id: BigInt(id) };
+  } catch {
+    throw new ApiError(
+      "invalid_argument",
+      "starting_after is not a cursor of this period's books: pass next_starting_after as it came.",
+    );
+  }
+}
+
+/**
+ * One page of the caller's entries between two UTC dates (inclusive, either may be empty), with the totals of
+ * the whole period. The cursor is sealed (it names a booking time and an internal id, neither of which a
+ * partner should read) and bound to the tenant and the period.
+ */
+async function listEntries(
+  box: SecretBox,
+  em: Em,
+  from: string,
+  to: string,
+  page: { limit: number; startingAfter: string },
+) {
+  const problems = periodProblems(from, to, false);
+  if (page.limit !== 0 && (!Number.isInteger(page.limit) || page.limit < 1 || page.limit > MAX_PAGE))
+    problems.limit = `must be 1 to ${MAX_PAGE}`;
+  if (Object.keys(problems).length) throw validationFailed(problems);
+  const tenant = tenantOf(em);
+  const aad = `books-cursor:${tenant.partnerId}:${tenant.environment}:${from}:${to}`;
+  const after = page.startingAfter ? openCursor(box, page.startingAfter, aad) : undefined;
+  const limit = page.limit || DEFAULT_PAGE;
+  const start = from ? dayStart(from) : undefined;
+  const until = to ? new Date(dayStart(to).getTime() + 86_400_000) : undefined;
+  const rows = await repo.page(em, start, until, after, limit + 1);
+  const entries = rows.slice(0, limit);
+  const last = entries.at(-1);
+  const hasMore = rows.length > limit && last !== undefined;
+  const nextStartingAfter = hasMore
+    ? box
+        .seal(Buffer.from(JSON.stringify([last.bookedAt.getTime(), last.id.toString()])), aad)
+        .toString("base64url")
+    : "";
+  const totals = await repo.totals(em, tenant, start, until);
+  return { entries, hasMore, nextStartingAfter, ...netted(totals) };
+}
+
+/**
  * The partner's books (CONTRACT.md §6): principal out and fees at disbursement, repayments in, reversals
  * back, and repayments refunded when a payout was reversed after collections; amounts are signed kobo, so a
  * partner's net is the sum. Entries are written by the disbursement, repayment and refund services, in the
@@ -96,73 +171,11 @@ export function createBooksService({ box }: { box: SecretBox }) {
       return repo.deleteSandboxOfLoans(tx, disbursementIds);
     },
 
-    /**
-     * The caller's books per Lagos day from `from` to `to` (inclusive, at most {@link MAX_SERIES_DAYS}),
-     * every day listed, netted as {@link list} nets its totals.
-     */
-    async series(em: Em, from: string, to: string): Promise<BooksDay[]> {
-      const problems = periodProblems(from, to, true);
-      // Counted in days, not by comparing day strings: a year past 9999 is written "+010000-…", before "9999".
-      const span = (Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / 86_400_000 + 1;
-      if (!problems.from && !problems.to && span > MAX_SERIES_DAYS)
-        problems.to = `must be at most ${MAX_SERIES_DAYS} days from from`;
-      if (Object.keys(problems).length) throw validationFailed(problems);
-      const start = new Date(Date.parse(`${from}T00:00:00Z`) - LAGOS_OFFSET_MS);
-      const until = new Date(Date.parse(`${addDays(to, 1)}T00:00:00Z`) - LAGOS_OFFSET_MS);
-      const sums = new Map<string, Map<BookKind, bigint>>();
-      for (const r of await repo.daily(em, tenantOf(em), start, until)) {
-        const day = sums.get(r.day) ?? new Map<BookKind, bigint>();
-        day.set(r.kind, BigInt(r.total));
-        sums.set(r.day, day);
-      }
-      const days: BooksDay[] = [];
-      for (let day = from; day <= to; day = addDays(day, 1)) {
-        const totals = sums.get(day) ?? new Map<BookKind, bigint>();
-        days.push({ date: day, ...netted(totals) });
-      }
-      return days;
-    },
+    /** The caller's books per Lagos day (see {@link series}). */
+    series,
 
-    /**
-     * One page of the caller's entries between two UTC dates (inclusive, either may be empty), with the
-     * totals of the whole period. The cursor is sealed (it names a booking time and an internal id, neither
-     * of which a partner should read) and bound to the tenant and the period.
-     */
-    async list(em: Em, from: string, to: string, page: { limit: number; startingAfter: string }) {
-      const problems = periodProblems(from, to, false);
-      if (page.limit !== 0 && (!Number.isInteger(page.limit) || page.limit < 1 || page.limit > MAX_PAGE))
-        problems.limit = `must be 1 to ${MAX_PAGE}`;
-      if (Object.keys(problems).length) throw validationFailed(problems);
-      const tenant = tenantOf(em);
-      const aad = `books-cursor:${tenant.partnerId}:${tenant.environment}:${from}:${to}`;
-      let after: { at: Date; id: bigint } | undefined;
-      if (page.startingAfter) {
-        try {
-          const [at, id] = JSON.parse(
-            box.open(Buffer.from(page.startingAfter, "base64url"), aad).toString("utf8"),
-          );
-          after = { at: new Date(at), id: BigInt(id) };
-        } catch {
-          throw new ApiError(
-            "invalid_argument",
-            "starting_after is not a cursor of this period's books: pass next_starting_after as it came.",
-          );
-        }
-      }
-      const limit = page.limit || DEFAULT_PAGE;
-      const start = from ? dayStart(from) : undefined;
-      const until = to ? new Date(dayStart(to).getTime() + 86_400_000) : undefined;
-      const rows = await repo.page(em, start, until, after, limit + 1);
-      const entries = rows.slice(0, limit);
-      const last = entries.at(-1);
-      const hasMore = rows.length > limit && last !== undefined;
-      const nextStartingAfter = hasMore
-        ? box
-            .seal(Buffer.from(JSON.stringify([last.bookedAt.getTime(), last.id.toString()])), aad)
-            .toString("base64url")
-        : "";
-      const totals = await repo.totals(em, tenant, start, until);
-      return { entries, hasMore, nextStartingAfter, ...netted(totals) };
-    },
+    /** One page of the caller's entries, with the period's totals (see {@link listEntries}). */
+    list: (em: Em, from: string, to: string, page: { limit: number; startingAfter: string }) =>
+      listEntries(box, em, from, to, page),
   };
 }

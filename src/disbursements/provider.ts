@@ -1,6 +1,6 @@
 import type { Em } from "../platform/db/orm.ts";
-import { disbursementRepository } from "./disbursement.repository.ts";
 import { refundRepository } from "./refund.repository.ts";
+import { sandboxSimulatorRepository as simulator } from "./sandbox-simulator.repository.ts";
 
 /** What a payout asks of a payment provider. */
 export interface TransferRequest {
@@ -121,7 +121,7 @@ export const sandboxProvider: PaymentProvider = {
   environment: "sandbox",
   needsInstruments: false,
   async transfer(em, request) {
-    const row = await disbursementRepository.simulatedTransfer(
+    const row = await simulator.transfer(
       em,
       request.reference,
       request.amountKobo,
@@ -140,7 +140,7 @@ export const sandboxProvider: PaymentProvider = {
   },
   async debit(em, request) {
     const fails = request.partnerReference.endsWith(SANDBOX_DEBIT_FAIL_SUFFIX);
-    const row = await disbursementRepository.simulatedDebit(
+    const row = await simulator.debit(
       em,
       request.reference,
       request.amountKobo,

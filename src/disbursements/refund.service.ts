@@ -10,7 +10,7 @@ import type { Environment } from "../platform/tenancy.ts";
 import { lenderScope } from "./disbursement.repository.ts";
 import type { DisbursementService } from "./disbursement.service.ts";
 import type { RefundOutcome } from "./provider.ts";
-import { refundRepository as repo } from "./refund.repository.ts";
+import { type LockedRefund, refundRepository as repo } from "./refund.repository.ts";
 
 /** The queue of refund jobs, one per refund owed (the claim on its row lets one attempt act at a time). */
 export const REFUND_QUEUE = "refunds.refund";
@@ -29,14 +29,8 @@ export type RefundStatus = "PENDING" | "REFUNDED" | "FAILED" | "NOT_DUE";
 /** What {@link createRefundService} returns. */
 export type RefundService = ReturnType<typeof createRefundService>;
 
-/**
- * Refunds of repayments collected before their payout was reversed (CONTRACT.md §6): what was collected is
- * owed back. Each is refunded once through the provider, against the charge that collected it, by a job that
- * claims it with a lease (a crashed attempt is taken again after the lease, and asks the provider before
- * refunding anything), then settled in one transaction: REFUNDED, `REPAYMENT_REFUND` on the partner's books
- * and an inflow on the user's ledger. Settling is guarded by status, so the same answer twice changes nothing.
- */
-export function createRefundService(o: {
+/** What refunds need. */
+interface RefundDeps {
   clock: Clock;
   jobs: Jobs;
   books: BooksService;
@@ -45,8 +39,98 @@ export function createRefundService(o: {
   logger: Logger;
   /** How long one attempt holds a refund (PAYOUT_RESUME_AFTER_MS; longer than a provider call). */
   leaseMs: number;
-}) {
-  const { clock } = o;
+}
+
+/** REFUNDED: `REPAYMENT_REFUND` (negative) on the partner's books, and the money back on the user's ledger. */
+async function recordRefunded(o: RefundDeps, tx: Em, r: LockedRefund, at: Date): Promise<RefundStatus> {
+  await repo.refunded(tx, r.installmentId, at);
+  const tenant = { partnerId: r.partnerId, environment: r.environment };
+  await o.books.record(tx, tenant, at, { disbursementId: r.disbursementId, installmentId: r.installmentId }, [
+    ["REPAYMENT_REFUND", -r.amountKobo],
+  ]);
+  await o.ledger.ingest(tx, [
+    {
+      id: `refund:${r.installmentId}`,
+      userId: r.userId,
+      amountKobo: r.amountKobo,
+      direction: "IN",
+      counterpartyId: `lender:${r.partnerId}`,
+      channel: "other",
+      occurredAt: at,
+      scope: lenderScope(r),
+    },
+  ]);
+  return "REFUNDED";
+}
+
+/**
+ * Records what the provider says of a refund in `tx`, once: SUCCESS books `REPAYMENT_REFUND` (negative) and
+ * writes the user's ledger; FAILED is kept with its reason and logged for an operator; PENDING is asked about
+ * again later.
+ */
+async function settleIn(
+  o: RefundDeps,
+  tx: Em,
+  installmentId: string,
+  outcome: RefundOutcome,
+): Promise<RefundStatus> {
+  const at = o.clock.now();
+  const r = await repo.lock(tx, installmentId);
+  if (!r) return "NOT_DUE";
+  if (r.status !== "PENDING") return r.status;
+  if (outcome.status === "PENDING") {
+    await repo.retryAt(tx, installmentId, new Date(at.getTime() + refundSchedule.pendingRecheckMs));
+    return "PENDING";
+  }
+  failpoint("refund.before_record");
+  if (outcome.status === "FAILED") {
+    await repo.failed(tx, installmentId, outcome.reason);
+    o.logger.error("refund refused by the payment provider", {
+      repaymentId: installmentId,
+      reason: outcome.reason,
+    });
+    return "FAILED";
+  }
+  return recordRefunded(o, tx, r, at);
+}
+
+/**
+ * The refund job's attempt: claims the refund for one attempt, asks the provider to refund the charge (a
+ * resumed attempt asks about it first), then settles the answer. A provider that cannot answer releases the
+ * claim and throws, so the job is retried and asks again.
+ */
+async function attemptRefund(o: RefundDeps, em: Em, installmentId: string): Promise<RefundStatus> {
+  const claimed = await repo.claim(em, installmentId, o.clock.now(), o.leaseMs);
+  if (!claimed) return "NOT_DUE";
+  failpoint("refund.before_provider");
+  let outcome: RefundOutcome;
+  try {
+    outcome = await o.disbursements.providerFor(claimed.environment).refund(
+      em,
+      {
+        reference: claimed.reference,
+        chargeReference: claimed.chargeReference,
+        amountKobo: claimed.amountKobo,
+        userId: claimed.userId,
+      },
+      { resumed: claimed.resumed },
+    );
+  } catch (err) {
+    await repo.retryAt(em, installmentId, new Date(0));
+    throw err;
+  }
+  failpoint("refund.after_provider");
+  return em.transactional((tx) => settleIn(o, tx, installmentId, outcome));
+}
+
+/**
+ * Refunds of repayments collected before their payout was reversed (CONTRACT.md §6): what was collected is
+ * owed back. Each is refunded once through the provider, against the charge that collected it, by a job that
+ * claims it with a lease (a crashed attempt is taken again after the lease, and asks the provider before
+ * refunding anything), then settled in one transaction: REFUNDED, `REPAYMENT_REFUND` on the partner's books
+ * and an inflow on the user's ledger. Settling is guarded by status, so the same answer twice changes nothing.
+ */
+export function createRefundService(o: RefundDeps) {
   const enqueue = async (em: Em, installmentIds: string[]) => {
     for (const installmentId of installmentIds) await o.jobs.send(em, REFUND_QUEUE, { installmentId });
   };
@@ -63,78 +147,14 @@ export function createRefundService(o: {
       return owed.length;
     },
 
-    /**
-     * The refund job: claims the refund for one attempt, asks the provider to refund the charge (a resumed
-     * attempt asks about it first), then settles the answer. A provider that cannot answer releases the claim
-     * and throws, so the job is retried and asks again.
-     */
-    async refund(em: Em, installmentId: string): Promise<RefundStatus> {
-      const claimed = await repo.claim(em, installmentId, clock.now(), o.leaseMs);
-      if (!claimed) return "NOT_DUE";
-      failpoint("refund.before_provider");
-      let outcome: RefundOutcome;
-      try {
-        outcome = await o.disbursements.providerFor(claimed.environment).refund(
-          em,
-          {
-            reference: claimed.reference,
-            chargeReference: claimed.chargeReference,
-            amountKobo: claimed.amountKobo,
-            userId: claimed.userId,
-          },
-          { resumed: claimed.resumed },
-        );
-      } catch (err) {
-        await repo.retryAt(em, installmentId, new Date(0));
-        throw err;
-      }
-      failpoint("refund.after_provider");
-      return this.settle(em, installmentId, outcome);
+    /** The refund job (see {@link attemptRefund}). */
+    refund(em: Em, installmentId: string): Promise<RefundStatus> {
+      return attemptRefund(o, em, installmentId);
     },
 
-    /**
-     * Records what the provider says of a refund, whoever learnt it (the refund job or the provider's webhook),
-     * once: SUCCESS books `REPAYMENT_REFUND` (negative) and writes the user's ledger; FAILED is kept with its
-     * reason and logged for an operator; PENDING is asked about again later.
-     */
-    async settle(em: Em, installmentId: string, outcome: RefundOutcome): Promise<RefundStatus> {
-      return em.transactional(async (tx): Promise<RefundStatus> => {
-        const at = clock.now();
-        const r = await repo.lock(tx, installmentId);
-        if (!r) return "NOT_DUE";
-        if (r.status !== "PENDING") return r.status;
-        if (outcome.status === "PENDING") {
-          await repo.retryAt(tx, installmentId, new Date(at.getTime() + refundSchedule.pendingRecheckMs));
-          return "PENDING";
-        }
-        failpoint("refund.before_record");
-        if (outcome.status === "FAILED") {
-          await repo.failed(tx, installmentId, outcome.reason);
-          o.logger.error("refund refused by the payment provider", {
-            repaymentId: installmentId,
-            reason: outcome.reason,
-          });
-          return "FAILED";
-        }
-        await repo.refunded(tx, installmentId, at);
-        const tenant = { partnerId: r.partnerId, environment: r.environment };
-        await o.books.record(tx, tenant, at, { disbursementId: r.disbursementId, installmentId }, [
-          ["REPAYMENT_REFUND", -r.amountKobo],
-        ]);
-        await o.ledger.ingest(tx, [
-          {
-            id: `refund:${installmentId}`,
-            userId: r.userId,
-            amountKobo: r.amountKobo,
-            direction: "IN",
-            counterpartyId: `lender:${r.partnerId}`,
-            channel: "other",
-            occurredAt: at,
-            scope: lenderScope(r),
-          },
-        ]);
-        return "REFUNDED";
-      });
+    /** Records what the provider says of a refund, whoever learnt it (the refund job or the provider's webhook). */
+    settle(em: Em, installmentId: string, outcome: RefundOutcome): Promise<RefundStatus> {
+      return em.transactional((tx) => settleIn(o, tx, installmentId, outcome));
     },
 
     /** The refund still owed on a charge, in an environment (for the provider's webhook). */
@@ -148,12 +168,12 @@ export function createRefundService(o: {
      * job: the claim lets one attempt act, and the provider refunds a charge at most once.
      */
     async resumeDue(em: Em, limit = 200): Promise<number> {
-      const now = clock.now();
+      const now = o.clock.now();
       const lost = new Date(now.getTime() - refundSchedule.unattemptedAfterMs);
       const due = await repo.due(em, now, lost, limit);
       for (const id of due) {
         try {
-          await this.refund(em, id);
+          await attemptRefund(o, em, id);
         } catch (err) {
           // One refund the provider cannot answer for now does not hold up the others.
           o.logger.warn("refund not resumed", { repaymentId: id, err });
