@@ -1,7 +1,7 @@
 import { ApiKeyEntity } from "./apikeys/api-key.entity.ts";
-import { BookEntryEntity } from "./books/book-entry.entity.ts";
 import { ConsentEntity } from "./consent/consent.entity.ts";
 import { ConsentLinkEntity } from "./consent/consent-link.entity.ts";
+import { BookEntryEntity } from "./disbursements/book-entry.entity.ts";
 import { DisbursementEntity } from "./disbursements/disbursement.entity.ts";
 import { InstallmentEntity } from "./disbursements/installment.entity.ts";
 import { RepaymentDueEntity, RepaymentHistoryEntity } from "./disbursements/repayment-history.entity.ts";

@@ -1,10 +1,10 @@
-import type { BooksService } from "../books/books.service.ts";
 import type { LedgerService } from "../ledger/ledger.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import type { Outbox } from "../webhooks/outbox.service.ts";
+import type { BooksService } from "./books.service.ts";
 import { collectionRepository as collections, type PendingDebit } from "./collection.repository.ts";
 import { lenderScope, disbursementRepository as repo } from "./disbursement.repository.ts";
 import type { Installment } from "./installment.entity.ts";

@@ -1,9 +1,9 @@
-import type { BooksService } from "../books/books.service.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { deleteCounted } from "../platform/db/purge.ts";
 import { sql } from "../platform/db/sql.ts";
 import { FIXTURE_LENDER_ID } from "../platform/tenancy.ts";
 import type { PurgeBatch, PurgeStep } from "../retention/retention.service.ts";
+import type { BooksService } from "./books.service.ts";
 import { disbursementRepository, lenderScope } from "./disbursement.repository.ts";
 
 /**

@@ -12,9 +12,9 @@ import {
   Repayment_Status,
   type RepaymentSchema,
 } from "../../gen/partner/v1/disbursements_pb.ts";
-import type { BooksService } from "../books/books.service.ts";
 import { limitsOf } from "../limits/limits.context.ts";
 import { callerOf, emOf } from "../platform/rpc/context.ts";
+import type { BooksService } from "./books.service.ts";
 import type { Disbursement } from "./disbursement.entity.ts";
 import type { DisbursementService, DisbursementView, Installment } from "./disbursement.service.ts";
 import type { RepaymentService } from "./repayment.service.ts";

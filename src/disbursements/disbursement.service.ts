@@ -1,4 +1,3 @@
-import type { BooksService } from "../books/books.service.ts";
 import type { ConsentService } from "../consent/consent.service.ts";
 import type { PartnerService } from "../partners/partner.service.ts";
 import { lagosDayStart, nextLagosMidnight } from "../platform/dates.ts";
@@ -8,7 +7,8 @@ import { isId, newId } from "../platform/ids.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import { pageOf, pageSize, unknownCursor } from "../platform/paging.ts";
 import type { Caller, Environment } from "../platform/tenancy.ts";
-import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
+import type { PaymentInstrumentStore } from "../users/user.service.ts";
+import type { BooksService } from "./books.service.ts";
 import type { Disbursement } from "./disbursement.entity.ts";
 import { lenderScope, disbursementRepository as repo } from "./disbursement.repository.ts";
 import {

@@ -1,4 +1,3 @@
-import type { BookKind, BooksService } from "../books/books.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { failpoint } from "../platform/failpoints.ts";
@@ -7,6 +6,7 @@ import type { Logger } from "../platform/logger.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import type { Environment } from "../platform/tenancy.ts";
 import type { Outbox } from "../webhooks/outbox.service.ts";
+import type { BookKind, BooksService } from "./books.service.ts";
 import type { Disbursement } from "./disbursement.entity.ts";
 import { lenderScope, disbursementRepository as repo } from "./disbursement.repository.ts";
 import { payoutRepository as payouts } from "./payout.repository.ts";

@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import type { Em } from "../platform/db/orm.ts";
 import type { Logger } from "../platform/logger.ts";
-import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
+import type { PaymentInstrumentStore } from "../users/user.service.ts";
 import {
   type ChargeData,
   createPaystackApi,

@@ -1,4 +1,3 @@
-import type { BooksService } from "../books/books.service.ts";
 import type { LedgerService } from "../ledger/ledger.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
@@ -7,6 +6,7 @@ import { failpoint } from "../platform/failpoints.ts";
 import type { Jobs } from "../platform/jobs/jobs.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Environment } from "../platform/tenancy.ts";
+import type { BooksService } from "./books.service.ts";
 import { lenderScope } from "./disbursement.repository.ts";
 import type { DisbursementService } from "./disbursement.service.ts";
 import type { RefundOutcome } from "./provider.ts";

@@ -1,7 +1,7 @@
-import type { BooksService } from "../books/books.service.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { isId } from "../platform/ids.ts";
+import type { BooksService } from "./books.service.ts";
 import type { Disbursement } from "./disbursement.entity.ts";
 import { lenderScope, disbursementRepository as repo } from "./disbursement.repository.ts";
 import type { PayoutService } from "./payout.service.ts";

@@ -1,7 +1,7 @@
 import type { ApiKeyService } from "../apikeys/api-key.service.ts";
-import type { BooksService } from "../books/books.service.ts";
 import type { ConsentService } from "../consent/consent.service.ts";
 import type { ConsentLinkService } from "../consent/consent-link.service.ts";
+import type { BooksService } from "../disbursements/books.service.ts";
 import type { DisbursementService } from "../disbursements/disbursement.service.ts";
 import type { MandateService } from "../disbursements/mandate.service.ts";
 import type { ProviderWebhooks } from "../disbursements/provider-webhooks.ts";
@@ -22,8 +22,7 @@ import type { SandboxService } from "../sandbox/sandbox.service.ts";
 import type { SigningKeyService } from "../signing/signing-key.service.ts";
 import type { SnapshotService } from "../snapshot/snapshot.service.ts";
 import type { StandingService } from "../standing/standing.service.ts";
-import type { PaymentInstrumentStore } from "../users/payment-instruments.ts";
-import type { UserService } from "../users/user.service.ts";
+import type { PaymentInstrumentStore, UserService } from "../users/user.service.ts";
 import type { DeliveriesService } from "../webhooks/deliveries.service.ts";
 import type { WebhookService } from "../webhooks/webhook.service.ts";
 import type { PortalEdgeOptions } from "./portal-edge.ts";

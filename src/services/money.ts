@@ -1,4 +1,4 @@
-import { createBooksService } from "../books/books.service.ts";
+import { createBooksService } from "../disbursements/books.service.ts";
 import { createDisbursementService } from "../disbursements/disbursement.service.ts";
 import { createMandateService } from "../disbursements/mandate.service.ts";
 import { createPaystackProvider } from "../disbursements/paystack.ts";

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Consent_Status, ConsentService } from "../../gen/partner/v1/consents_pb.ts";
-import { booksRepository } from "../../src/books/books.repository.ts";
 import { consentRepository } from "../../src/consent/consent.repository.ts";
+import { booksRepository } from "../../src/disbursements/books.repository.ts";
 import { disbursementListRepository } from "../../src/disbursements/disbursement-list.repository.ts";
 import type { Em } from "../../src/platform/db/orm.ts";
 import { sql } from "../../src/platform/db/sql.ts";

@@ -1,8 +1,8 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
-import { DisbursementEntity } from "../disbursements/disbursement.entity.ts";
-import { InstallmentEntity } from "../disbursements/installment.entity.ts";
 import { PartnerEntity } from "../partners/partner.entity.ts";
 import { environments, tenantFilter } from "../platform/tenancy.ts";
+import { DisbursementEntity } from "./disbursement.entity.ts";
+import { InstallmentEntity } from "./installment.entity.ts";
 
 /** One movement in a partner's books: a signed amount in kobo (out negative), booked once. */
 export const BookEntryEntity = defineEntity({
