@@ -13,7 +13,7 @@ import {
   type RepaymentSchema,
 } from "../../gen/partner/v1/disbursements_pb.ts";
 import { limitsOf } from "../limits/limits.context.ts";
-import { callerOf, emOf } from "../platform/rpc/context.ts";
+import { callerOf, emOf, idempotentTxOf } from "../platform/rpc/context.ts";
 import type { BooksService } from "./books.service.ts";
 import type { Disbursement } from "./disbursement.entity.ts";
 import type { DisbursementService, DisbursementView, Installment } from "./disbursement.service.ts";
@@ -146,8 +146,9 @@ export function createDisbursementHandlers(
           : req.destination === Disbursement_Destination.BANK
             ? "BANK"
             : undefined;
+      // Never without a key to retry it safely with (CONTRACT.md §6): 400 idempotency_key_required.
       const view = await disbursements.create(
-        emOf(ctx.values),
+        idempotentTxOf(ctx.values),
         caller,
         {
           userId: req.userId,

@@ -147,7 +147,9 @@ async function create(
   input: DisbursementInput,
   perUserPerDay: number,
 ): Promise<DisbursementView<{ dueDate: string; amountKobo: bigint }>> {
-  if (!tx.isInTransaction()) throw new ApiError("idempotency_key_required");
+  // The handler passes the idempotent write's transaction (platform/rpc/context.ts idempotentTxOf).
+  if (!tx.isInTransaction())
+    throw new Error("a disbursement is created in its idempotency record's transaction");
   const now = o.clock.now();
   const checkHours = (hours: number) => o.mandates.expiresAt(now, hours);
   validateDisbursement(input, now, checkHours);
