@@ -3,7 +3,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runScript } from "../support/process.ts";
+import { PROCESS_TEST_TIMEOUT_MS, runScript } from "../support/process.ts";
 
 // A newcomer whose port 8080 is taken gets one line that names the variable to change, at once, before the
 // embedded PostgreSQL is set up or anything migrated: not a stack trace after a minute of first-start work.
@@ -32,7 +32,7 @@ const start = (env: Record<string, string>) =>
     ...env,
   });
 
-describe("a busy port", () => {
+describe("a busy port", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
   it("is one line naming PORT or INTERNAL_PORT, exit 2, before any first-start work", async () => {
     for (const [variable, env] of [
       ["PORT", { PORT: String(port), INTERNAL_PORT: "0" }],

@@ -18,13 +18,22 @@ export interface ServiceProcess {
   exited: Promise<number | string>;
 }
 
+/** How long {@link startServiceProcess} waits for the service to say it started. */
+export const PROCESS_START_TIMEOUT_MS = 60_000;
+
+/**
+ * The deadline of a test that starts Node processes (the service, its command line, scripts): what a start
+ * costs is what the machine has to spare, so such a test has twice the start time-out, not the suite's 30 s.
+ */
+export const PROCESS_TEST_TIMEOUT_MS = 2 * PROCESS_START_TIMEOUT_MS;
+
 /** Every service process this test file started, so the network tripwire can read their logs. */
 export const serviceProcesses = new Set<ServiceProcess>();
 
 /** Starts the service and waits until it logs that it started (with the addresses it listens on, if any). */
 export async function startServiceProcess(
   env: Record<string, string>,
-  timeoutMs = 60_000,
+  timeoutMs = PROCESS_START_TIMEOUT_MS,
 ): Promise<ServiceProcess> {
   const child = spawn(process.execPath, ["src/main.ts"], {
     cwd: root,
