@@ -50,10 +50,14 @@ export async function startServiceProcess(
     child.on("close", (code, signal) => resolve(code ?? signal ?? -1)),
   );
   const listening = new Promise<{ partner?: string; internal?: string }>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`service did not start in ${timeoutMs} ms: ${stderr}`)),
-      timeoutMs,
-    );
+    // A service that did not start in time is stopped before the test fails (SIGKILL if SIGTERM is not enough),
+    // so it does not hold its DATA_DIR and its PostgreSQL against the file's next test.
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill("SIGTERM");
+      setTimeout(() => child.kill("SIGKILL"), 30_000).unref();
+    }, timeoutMs);
     createInterface({ input: child.stdout as NodeJS.ReadableStream }).on("line", (line) => {
       // SERVICE_LOG_DIR=<dir>: each process's log lines also go to <dir>/<pid>.log, to see what a failed run did.
       if (process.env.SERVICE_LOG_DIR)
@@ -71,7 +75,13 @@ export async function startServiceProcess(
     });
     void exited.then((code) => {
       clearTimeout(timer);
-      reject(new Error(`service exited with ${code} before listening: ${stderr}`));
+      reject(
+        new Error(
+          timedOut
+            ? `service did not start in ${timeoutMs} ms, and was stopped: ${stderr}`
+            : `service exited with ${code} before listening: ${stderr}`,
+        ),
+      );
     });
   });
   const { partner, internal } = await listening;
