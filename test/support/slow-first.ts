@@ -17,11 +17,16 @@ export const slowestFiles = [
   "test/e2e/consent-browser.test.ts", // 38–44: Chromium
   "test/e2e/clean-stop.test.ts", // 36–43: npm start stopped four ways
   "test/e2e/dedicated-capacity-cli.test.ts", // 31: a command-line process per step
+  "test/hostile/webhook-fairness.test.ts", // 30–70: endpoints that answer after 25 s, a circuit's probes
+  "test/hostile/portal.test.ts", // 20–30: password hashes at the real cost
   "test/faults/retention.test.ts",
   "test/e2e/webhooks-crash.test.ts",
   "test/e2e/cli-discovery.test.ts",
   "test/e2e/sdk-package.test.ts",
   "test/faults/last-resort.test.ts",
+  "test/hostile/idle-connections.test.ts",
+  "test/faults/silent-change-feed.test.ts",
+  "test/faults/silent-database.test.ts",
 ];
 
 /** Vitest's order, with {@link slowestFiles} moved to the front of their group. */
