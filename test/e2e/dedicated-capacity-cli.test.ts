@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
-import { runCli } from "../support/process.ts";
+import { PROCESS_TEST_TIMEOUT_MS, runCli } from "../support/process.ts";
 
 // The operator's side of dedicated capacity: `npm run cli -- partner set-limits | clear-limits | limits`, as
 // an operator types them, against a running service's internal API.
@@ -20,7 +20,7 @@ const cli = (...args: string[]) =>
 const policy = async (key: string) =>
   (await rest(t.partnerUrl, "GET", "/partner/v1/keys", { key })).headers.get("ratelimit-policy");
 
-describe("partner set-limits, clear-limits and limits", () => {
+describe("partner set-limits, clear-limits and limits", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
   it("set a partner's limits in one environment and one key's own, shown by `partner limits`", async () => {
     const set = await cli(
       "partner",

@@ -13,7 +13,7 @@ import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { createUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { createTestDatabase } from "../support/db.ts";
-import { runScript } from "../support/process.ts";
+import { PROCESS_TEST_TIMEOUT_MS, runScript } from "../support/process.ts";
 import { startReceiver, type TestReceiver } from "../support/receiver.ts";
 
 // A master key rotation as docs/operations.md tells an operator to do it, on one database: data sealed
@@ -155,7 +155,7 @@ afterAll(async () => {
   await receiver?.close();
 });
 
-describe("rotating the master key", () => {
+describe("rotating the master key", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
   it("works on the old key alone, as before", async () => {
     await everythingStillWorks(2);
   });
@@ -244,7 +244,7 @@ describe("rotating the master key", () => {
   });
 });
 
-describe("a database from before the data keys were kept", () => {
+describe("a database from before the data keys were kept", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
   it("is checked against something else it holds before a wrong key may create them", async () => {
     const key = randomBytes(32);
     const url = await createTestDatabase();

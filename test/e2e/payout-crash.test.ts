@@ -8,7 +8,7 @@ import { rest } from "../support/clients.ts";
 import { type FakePaystack, startFakePaystack } from "../support/fake-paystack.ts";
 import { unusedSmsProvider } from "../support/fake-sms.ts";
 import { acceptMandate } from "../support/mandates.ts";
-import { type ServiceProcess, startServiceProcess } from "../support/process.ts";
+import { PROCESS_TEST_TIMEOUT_MS, type ServiceProcess, startServiceProcess } from "../support/process.ts";
 import { eventually } from "../support/wait.ts";
 
 // The API in this process; payout workers in child processes that die with SIGKILL at a chosen step; the
@@ -58,7 +58,7 @@ afterAll(async () => {
 const count = async (text: string, params: unknown[]) =>
   (await sql(t.app.orm.em.fork(), text, params)).length;
 
-describe("a payout worker killed at each step", () => {
+describe("a payout worker killed at each step", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
   for (const step of ["payout.before_provider", "payout.after_provider", "payout.before_record"]) {
     it(`${step}: after a restart, exactly one transfer, DELIVERED, one event, booked once`, async () => {
       const u = await createUser(t, { environment: "production" });

@@ -3,12 +3,14 @@ import { createRequire } from "node:module";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/platform/clock.ts";
+import { sql } from "../../src/platform/db/sql.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { createConsentedUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
 import { member, portalAdmin, totpCode } from "../support/portal.ts";
 import { startReceiver, type TestReceiver } from "../support/receiver.ts";
+import { eventually } from "../support/wait.ts";
 
 // A person in the portal, in Chromium, as the operator's invitation starts it: set a password, enrol an
 // authenticator app, keep the recovery codes, subscribe a webhook, send it a test and see it delivered; sign
@@ -230,13 +232,26 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     const heading = page.getByRole("heading", { name: `Deliveries to ${receiver.url}` });
     await heading.waitFor();
     const delivered = page.locator(".card h3 .ok", { hasText: "DELIVERED" });
-    const waitUntil = async (what: () => Promise<boolean>) => {
-      for (let i = 0; i < 60 && !(await what()); i++) {
-        await page.reload();
-        await heading.waitFor();
-      }
-    };
-    await waitUntil(async () => (await delivered.count()) === 1);
+    // The page lists what the database holds when it loads, and fills the list after its heading: wait until
+    // the worker has recorded the outcome, then load the page once and wait for its cards (a count read as
+    // soon as the heading shows can come before the list, however many times the page is loaded).
+    const recorded = (status: "DELIVERED" | "FAILED", n: number) =>
+      eventually(
+        async () => {
+          const [row] = await sql<{ n: number }>(
+            t.app.orm.em.fork(),
+            `select count(*)::int as n from webhook_deliveries d join webhooks w on w.id = d.webhook_id
+              where w.url = $1 and d.status = $2`,
+            [receiver.url, status],
+          );
+          return (row?.n ?? 0) >= n;
+        },
+        { what: `${n} ${status} deliveries recorded` },
+      );
+    await recorded("DELIVERED", 1);
+    await page.reload();
+    await heading.waitFor();
+    await delivered.first().waitFor();
     expect(await delivered.count()).toBe(1);
     expect(await page.getByText(/last answer HTTP 200/).count()).toBe(1);
     expect(await page.locator(".chart canvas").count()).toBe(2);
@@ -252,15 +267,12 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     await page.goto(`${t.partnerUrl}/portal/webhooks`);
     await page.getByRole("button", { name: "Send test" }).click();
     await page.getByText("Test event queued").waitFor();
+    await recorded("FAILED", 1);
     await page.getByRole("link", { name: receiver.url }).click();
     await heading.waitFor();
     await page.getByLabel("FAILED", { exact: true }).check();
     const failed = page.locator(".card h3 .bad", { hasText: "FAILED" });
-    await waitUntil(async () => {
-      if ((await failed.count()) === 1) return true;
-      await page.getByLabel("FAILED", { exact: true }).check();
-      return false;
-    });
+    await failed.first().waitFor();
     expect(await failed.count()).toBe(1);
     expect(await page.getByText(/last answer HTTP 500/).count()).toBe(1);
     receiver.answer = () => ({ status: 200 });
@@ -270,7 +282,10 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
       .getByRole("button", { name: "Replay", exact: true })
       .click();
     await page.getByLabel("FAILED", { exact: true }).uncheck();
-    await waitUntil(async () => (await delivered.count()) === 2);
+    await recorded("DELIVERED", 2);
+    await page.reload();
+    await heading.waitFor();
+    await delivered.nth(1).waitFor();
     expect(await delivered.count()).toBe(2);
     await checkPage(page, 375);
 
@@ -408,11 +423,14 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     await page.getByLabel("Disbursement id").fill(id);
     await page.getByRole("button", { name: "Look up" }).click();
     await page.getByText("₦50,000.00 to the bank").waitFor();
-    // Accepted, the payout goes out: the page shows it DELIVERED.
-    for (let i = 0; i < 60 && !(await page.locator(".facts").getByText("DELIVERED").count()); i++) {
-      await new Promise((r) => setTimeout(r, 250));
-      await page.getByRole("button", { name: "Look up" }).click();
-    }
+    // Accepted, the payout goes out: once it has, the page looked up again shows it DELIVERED.
+    await eventually(
+      async () =>
+        (await rest(t.partnerUrl, "GET", `/partner/v1/disbursements/${id}`, { key: partner.sandboxKey })).body
+          .status === "DELIVERED",
+      { timeoutMs: 60_000, what: "the payout DELIVERED" },
+    );
+    await page.getByRole("button", { name: "Look up" }).click();
     await page.locator(".facts").getByText("DELIVERED").waitFor();
     await page.getByRole("cell", { name: "₦27,500.00" }).first().waitFor();
     expect(await page.getByRole("cell", { name: "₦27,500.00" }).count()).toBe(2);
@@ -597,14 +615,17 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     await page.getByRole("status").filter({ hasText: "Done." }).first().waitFor();
 
     // The event it sent, looked up by keyboard; then replayed from the subscription's page by keyboard.
-    let eventId = "";
-    for (let i = 0; i < 100 && !eventId; i++) {
-      const events = (await (await fetch(`${t.partnerUrl}/partner/v1/events`, { headers: key })).json()) as {
-        events: { id: string; type: string }[];
-      };
-      eventId = events.events.find((e) => e.type === "consent.granted")?.id ?? "";
-      if (!eventId) await new Promise((r) => setTimeout(r, 100));
-    }
+    const eventId = await eventually(
+      async () => {
+        const events = (await (
+          await fetch(`${t.partnerUrl}/partner/v1/events`, { headers: key })
+        ).json()) as {
+          events: { id: string; type: string }[];
+        };
+        return events.events.find((e) => e.type === "consent.granted")?.id;
+      },
+      { timeoutMs: 60_000, what: "the consent.granted event" },
+    );
     expect(eventId).toMatch(/^evt_/);
     await page.goto(`${t.partnerUrl}/portal/events`);
     await heading("Event lookup");
@@ -613,15 +634,27 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     await page.keyboard.press("Enter");
     await page.getByRole("heading", { level: 2, name: /consent\.granted/ }).waitFor();
 
+    // The page lists the deliveries recorded when it loads: open it once one of them is.
+    await eventually(
+      async () =>
+        (
+          await sql(
+            t.app.orm.em.fork(),
+            "select 1 from webhook_deliveries where webhook_id = $1 and status = 'DELIVERED'",
+            [webhookId],
+          )
+        ).length > 0,
+      { timeoutMs: 60_000, what: "a delivery to the subscription recorded" },
+    );
     await page.goto(`${t.partnerUrl}/portal/webhooks/${webhookId}`);
     await heading(`Deliveries to ${receiver.url}/keyboard-only`);
-    await page.getByText("DELIVERED").first().waitFor({ timeout: 15_000 });
+    await page.getByText("DELIVERED").first().waitFor();
     const copies = () => receiver.received.filter((r) => r.body.includes(eventId)).length;
     const before = copies();
     expect(before).toBeGreaterThan(0);
     await tabTo((f) => f.startsWith("|Replay|"), "Replay");
     await page.keyboard.press("Enter");
-    for (let i = 0; i < 150 && copies() === before; i++) await new Promise((r) => setTimeout(r, 100));
+    await eventually(() => copies() > before, { timeoutMs: 60_000, what: "the replayed copy" });
     expect(copies()).toBe(before + 1);
 
     // A list longer than a page: 20 links, then the rest after Load more (by keyboard).

@@ -8,7 +8,7 @@ import { rest } from "../support/clients.ts";
 import { type FakePaystack, startFakePaystack } from "../support/fake-paystack.ts";
 import { unusedSmsProvider } from "../support/fake-sms.ts";
 import { acceptMandate } from "../support/mandates.ts";
-import { type ServiceProcess, startServiceProcess } from "../support/process.ts";
+import { PROCESS_TEST_TIMEOUT_MS, type ServiceProcess, startServiceProcess } from "../support/process.ts";
 import { eventually } from "../support/wait.ts";
 
 // A payout reversed after a collection: the API in this process, refund workers in child processes that die
@@ -112,7 +112,7 @@ async function deliveredAndCollected(reference: string) {
   return { id, userId: u.userId, first, charge: `${first}:1` };
 }
 
-describe("a refund worker killed at each step", () => {
+describe("a refund worker killed at each step", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
   for (const step of ["refund.before_provider", "refund.after_provider", "refund.before_record"]) {
     it(`${step}: after a restart, exactly one refund at the provider, booked once, on the ledger once; the books balance`, async () => {
       worker = await startServiceProcess(workerEnv(step));

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
+import { PROCESS_TEST_TIMEOUT_MS } from "../support/process.ts";
 import { startReceiver } from "../support/receiver.ts";
 
 // The SDK as a partner gets it: `npm pack` of packages/sdk (built by `npm install`), installed from the
@@ -99,7 +100,7 @@ afterAll(async () => {
   if (project) await fs.rm(project, { recursive: true, force: true });
 });
 
-describe("the SDK package", () => {
+describe("the SDK package", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
   it("packs the built JS, the types, the README and package.json, and nothing else", async () => {
     const paths = packed.map((f) => f.path).sort();
     expect(paths).toContain("package.json");

@@ -7,7 +7,13 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { masterKeyId } from "../../src/platform/crypto/secret-box.ts";
 import { rest } from "../support/clients.ts";
-import { root, runCli, type ServiceProcess, startServiceProcess } from "../support/process.ts";
+import {
+  PROCESS_TEST_TIMEOUT_MS,
+  root,
+  runCli,
+  type ServiceProcess,
+  startServiceProcess,
+} from "../support/process.ts";
 
 // The real entry point on its own embedded PostgreSQL: what `npm start` does on a fresh machine.
 let dataDir: string;
@@ -60,7 +66,7 @@ async function database() {
   return client;
 }
 
-describe("the service process", () => {
+describe("the service process", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
   let sandboxKey: string;
   let kids: string[];
 

@@ -3,7 +3,7 @@ import { sql } from "../../src/platform/db/sql.ts";
 import { createWebhook, raiseEvent } from "../factories/events.ts";
 import { createPartner } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { type ServiceProcess, startServiceProcess } from "../support/process.ts";
+import { PROCESS_TEST_TIMEOUT_MS, type ServiceProcess, startServiceProcess } from "../support/process.ts";
 import { startReceiver, type TestReceiver } from "../support/receiver.ts";
 import { eventually } from "../support/wait.ts";
 
@@ -37,7 +37,7 @@ afterAll(async () => {
   await t?.stop();
 });
 
-describe("a worker killed mid-delivery", () => {
+describe("a worker killed mid-delivery", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
   it("loses nothing: a new worker delivers every event, duplicates carrying the same event id", async () => {
     const p = await createPartner(t);
     await createWebhook(t.partnerUrl, p.sandboxKey, { url: receiver.url, events: ["*"] });

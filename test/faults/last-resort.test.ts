@@ -3,7 +3,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ServiceProcess, startServiceProcess } from "../support/process.ts";
+import { PROCESS_TEST_TIMEOUT_MS, type ServiceProcess, startServiceProcess } from "../support/process.ts";
 
 // The process's last-resort policy (docs/operations.md), on the real entry point and its embedded PostgreSQL:
 // a rejection nobody handled is logged and the process keeps serving; an exception that reached the event loop
@@ -41,7 +41,7 @@ async function until(cond: () => boolean, ms = 10_000) {
   throw new Error(`not so within ${ms} ms`);
 }
 
-describe("the last-resort policy", () => {
+describe("the last-resort policy", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
   it("logs a rejection nobody handled and keeps serving", async () => {
     service = await startServiceProcess(env("healthz:reject"));
     const url = service.partnerUrl as string;

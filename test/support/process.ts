@@ -18,13 +18,22 @@ export interface ServiceProcess {
   exited: Promise<number | string>;
 }
 
+/** How long {@link startServiceProcess} waits for the service to say it started. */
+export const PROCESS_START_TIMEOUT_MS = 60_000;
+
+/**
+ * The deadline of a test that starts Node processes (the service, its command line, scripts): what a start
+ * costs is what the machine has to spare, so such a test has twice the start time-out, not the suite's 30 s.
+ */
+export const PROCESS_TEST_TIMEOUT_MS = 2 * PROCESS_START_TIMEOUT_MS;
+
 /** Every service process this test file started, so the network tripwire can read their logs. */
 export const serviceProcesses = new Set<ServiceProcess>();
 
 /** Starts the service and waits until it logs that it started (with the addresses it listens on, if any). */
 export async function startServiceProcess(
   env: Record<string, string>,
-  timeoutMs = 60_000,
+  timeoutMs = PROCESS_START_TIMEOUT_MS,
 ): Promise<ServiceProcess> {
   const child = spawn(process.execPath, ["src/main.ts"], {
     cwd: root,
@@ -41,10 +50,14 @@ export async function startServiceProcess(
     child.on("close", (code, signal) => resolve(code ?? signal ?? -1)),
   );
   const listening = new Promise<{ partner?: string; internal?: string }>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`service did not start in ${timeoutMs} ms: ${stderr}`)),
-      timeoutMs,
-    );
+    // A service that did not start in time is stopped before the test fails (SIGKILL if SIGTERM is not enough),
+    // so it does not hold its DATA_DIR and its PostgreSQL against the file's next test.
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill("SIGTERM");
+      setTimeout(() => child.kill("SIGKILL"), 30_000).unref();
+    }, timeoutMs);
     createInterface({ input: child.stdout as NodeJS.ReadableStream }).on("line", (line) => {
       // SERVICE_LOG_DIR=<dir>: each process's log lines also go to <dir>/<pid>.log, to see what a failed run did.
       if (process.env.SERVICE_LOG_DIR)
@@ -62,7 +75,13 @@ export async function startServiceProcess(
     });
     void exited.then((code) => {
       clearTimeout(timer);
-      reject(new Error(`service exited with ${code} before listening: ${stderr}`));
+      reject(
+        new Error(
+          timedOut
+            ? `service did not start in ${timeoutMs} ms, and was stopped: ${stderr}`
+            : `service exited with ${code} before listening: ${stderr}`,
+        ),
+      );
     });
   });
   const { partner, internal } = await listening;
