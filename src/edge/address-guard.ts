@@ -1,12 +1,21 @@
 import { ApiError } from "../platform/errors.ts";
-import { type AnyResponse, writeRestError } from "../platform/http/rest-errors.ts";
+import { clientAddressOf } from "../platform/http/client-address.ts";
+import type { Handler } from "../platform/http/listener.ts";
+import { writeRestError } from "../platform/http/rest-errors.ts";
 import type { AnyRequest } from "../platform/http/transcoder.ts";
+import { callOutcomeOf } from "../platform/rpc/context.ts";
+import { writeRpcError } from "../platform/rpc/node-adapter.ts";
 import type { AddressGuard } from "../ratelimit/limiters.service.ts";
-import { FIXED_PATHS, PAGE_PREFIXES } from "./routes.ts";
+import { FIXED_PATHS, PAGE_PREFIXES, PROCEDURE } from "./routes.ts";
 
 /** Set on a request that took a failure's token from its address's bucket on arrival. */
 const RESERVED = Symbol("reserved");
-type Reserved = { [RESERVED]?: boolean };
+/**
+ * The client's address as it was on arrival: an HTTP/2 request's socket is gone by the time its response has
+ * finished, so its address is read once, here.
+ */
+const ADDRESS = Symbol("address");
+type Reserved = { [RESERVED]?: boolean; [ADDRESS]?: string };
 
 /** The limits per client address of traffic no API key limits (CONTRACT.md §8). */
 export interface AddressAdmission {
@@ -21,12 +30,13 @@ export interface AddressAdmission {
  */
 export function admitAddress(
   { guard, knownKey }: AddressAdmission,
-  req: AnyRequest,
-  res: AnyResponse,
+  req: Parameters<Handler>[0],
+  res: Parameters<Handler>[1],
   requestId: string,
 ): boolean {
   const path = (req.url ?? "").split("?")[0] ?? "";
-  const address = req.socket?.remoteAddress ?? "";
+  const address = clientAddressOf(req);
+  (req as Reserved)[ADDRESS] = address;
   const page = PAGE_PREFIXES.some((prefix) => path.startsWith(prefix));
   // A request that will authenticate takes a failure's token on arrival, given back when it does not fail:
   // a burst of guesses sent at once cannot all pass the check before the first is charged (they would each
@@ -44,17 +54,16 @@ export function admitAddress(
   // An address over its budget of failures (guessed keys, a shared proxy) still lets through a request whose
   // key is one this instance already knows: another client's guesses never lock a partner out.
   if (!page && knownKey(req.headers.authorization)) return true;
-  writeRestError(
-    res,
-    new ApiError(
-      "rate_limited",
-      page
-        ? "Too many requests from your address; try again shortly."
-        : "Too many failed authentications from your address; try again shortly.",
-      { retryAfterSeconds: decision.retryAfterSeconds },
-    ),
-    requestId,
+  const refusal = new ApiError(
+    "rate_limited",
+    page
+      ? "Too many requests from your address; try again shortly."
+      : "Too many failed authentications from your address; try again shortly.",
+    { retryAfterSeconds: decision.retryAfterSeconds },
   );
+  // A Connect, gRPC-Web or gRPC call is answered in its own protocol's error form.
+  if (PROCEDURE.test(path)) writeRpcError(req, res, refusal, requestId);
+  else writeRestError(res, refusal, requestId);
   return false;
 }
 
@@ -64,6 +73,8 @@ export function admitAddress(
  */
 export function settleAddress(guard: AddressGuard, req: AnyRequest, status: number): void {
   const reserved = (req as Reserved)[RESERVED];
-  if (reserved && status !== 401) guard.refund(req.socket?.remoteAddress ?? "");
-  else if (!reserved && status === 401) guard.failed(req.socket?.remoteAddress ?? "");
+  const failed = status === 401 || callOutcomeOf(req).unauthenticated;
+  const address = (req as Reserved)[ADDRESS] ?? clientAddressOf(req);
+  if (reserved && !failed) guard.refund(address);
+  else if (!reserved && failed) guard.failed(address);
 }

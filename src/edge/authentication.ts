@@ -1,7 +1,7 @@
 import type { ApiKeyService } from "../apikeys/api-key.service.ts";
 import type { LazyEm } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
-import { emOf, lazyEmOf } from "../platform/rpc/context.ts";
+import { emOf, kOutcome, lazyEmOf } from "../platform/rpc/context.ts";
 import { bearer, type EdgeCall } from "../platform/rpc/pipeline.ts";
 import type { Caller } from "../platform/tenancy.ts";
 import type { PortalGate } from "../portal/portal.gate.ts";
@@ -24,7 +24,11 @@ export interface Authentication {
  * key. Authentication comes before authorization: a missing, malformed, unknown, revoked or expired key is the
  * 401 every route answers, and only a key that works is told that it may not do this.
  */
-export async function authenticate(o: Authentication, call: EdgeCall, em: LazyEm): Promise<Caller> {
+export function authenticate(o: Authentication, call: EdgeCall, em: LazyEm): Promise<Caller> {
+  return noting(call, identify(o, call, em));
+}
+
+async function identify(o: Authentication, call: EdgeCall, em: LazyEm): Promise<Caller> {
   const session = o.portal?.tokenOf(call.requestHeader);
   if (session === undefined && o.sessionOnly?.has(call.method.parent.typeName)) {
     await o.apiKeys.authenticate(em, bearer(call.requestHeader));
@@ -39,8 +43,26 @@ export async function authenticate(o: Authentication, call: EdgeCall, em: LazyEm
  * The credentials checked again once a body has arrived (the REST face admits before reading it), so a key
  * revoked or rolled while the body was on its way does not act. A key still cached makes it a lookup in memory.
  */
-export async function reauthenticate(o: Authentication, call: EdgeCall): Promise<void> {
+export function reauthenticate(o: Authentication, call: EdgeCall): Promise<void> {
+  return noting(call, reidentify(o, call));
+}
+
+async function reidentify(o: Authentication, call: EdgeCall): Promise<void> {
   const session = o.portal?.tokenOf(call.requestHeader);
   if (o.portal && session !== undefined) await o.portal.admit(call, emOf(call.values), session);
   else await o.apiKeys.authenticate(lazyEmOf(call.values), bearer(call.requestHeader));
+}
+
+/**
+ * Notes refused credentials on the call, for the per-address limit on failed authentications
+ * (edge/address-guard.ts), which reads it once the call is answered: on gRPC every answer is HTTP 200.
+ */
+async function noting<T>(call: EdgeCall, work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (err) {
+    const outcome = call.values.get(kOutcome);
+    if (outcome && err instanceof ApiError && err.httpStatus === 401) outcome.unauthenticated = true;
+    throw err;
+  }
 }

@@ -33,7 +33,9 @@ export function connectHandler(
       (next) => (req) => (publicServices.includes(req.service.typeName) ? next(req) : guarded(next)(req)),
     ],
     contextValues: (req) => requestValues(requestIdOf(req), req),
-    jsonOptions: { alwaysEmitImplicit: true },
+    // A field the message does not have is refused, as the REST face refuses it: a misspelt field is a mistake to
+    // report, never a default to act on.
+    jsonOptions: { alwaysEmitImplicit: true, ignoreUnknownFields: false },
     readMaxBytes: MAX_BODY_BYTES,
     fallback: (req, res) => {
       writeRestError(res, new ApiError("not_found", `No route ${req.method} ${req.url}.`), requestIdOf(req));

@@ -4,6 +4,7 @@ import { constantTimeEqualStrings } from "../platform/crypto/tokens.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { ApiError, isApiError, validationFailed } from "../platform/errors.ts";
 import { isHostName } from "../platform/hostname.ts";
+import { clientAddressOf } from "../platform/http/client-address.ts";
 import type { AnyResponse } from "../platform/http/rest-errors.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { HostedFlow, HostedOutcome, HostedView } from "./hosted-flow.ts";
@@ -142,7 +143,7 @@ async function decideOn<V extends HostedView>(
 ): Promise<HostedOutcome> {
   const session = await fittingSession(pages, flow, x);
   const context = {
-    ip: x.req.socket?.remoteAddress,
+    ip: clientAddressOf(x.req) || undefined,
     userAgent: String(x.req.headers["user-agent"] ?? "").slice(0, 512) || undefined,
     terms: flow.terms(shown),
   };

@@ -2,6 +2,7 @@ import type http from "node:http";
 import type http2 from "node:http2";
 import type net from "node:net";
 import { Duplex } from "node:stream";
+import { rememberSessionAddress } from "./client-address.ts";
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
@@ -57,7 +58,10 @@ export function trackHttp2Sessions(h2: http2.Http2Server, keepAliveTimeoutMs: nu
   let handingOver: net.Socket | undefined;
   h2.on("session", (s) => {
     open.add(s);
-    if (handingOver) rawOf.set(s, handingOver);
+    if (handingOver) {
+      rawOf.set(s, handingOver);
+      rememberSessionAddress(s, handingOver.remoteAddress);
+    }
     // An HTTP/2 connection with no activity for the keep-alive time is closed.
     s.setTimeout(keepAliveTimeoutMs, () => s.close());
     s.on("close", () => open.delete(s));

@@ -2,6 +2,7 @@ import type { Message } from "@bufbuild/protobuf";
 import { type ContextValues, createContextKey, createContextValues } from "@connectrpc/connect";
 import type { Em, LazyEm } from "../db/orm.ts";
 import { ApiError } from "../errors.ts";
+import { type AddressedRequest, clientAddressOf } from "../http/client-address.ts";
 import type { Caller } from "../tenancy.ts";
 
 // The context keys every face sets and every handler reads, in their own file so that the edge, the faces
@@ -16,15 +17,35 @@ export const kClientAddress = createContextKey<string>("", { description: "clien
 /** The host the request was addressed to (`Host`, or HTTP/2's `:authority`), for same-origin checks. */
 export const kRequestHost = createContextKey<string>("", { description: "request host" });
 
+/** What the edge learnt of a call that the HTTP layer reads once the call is answered, whichever its face. */
+export interface CallOutcome {
+  /** The credentials were refused (on gRPC the HTTP status is 200 whatever the call's outcome). */
+  unauthenticated: boolean;
+}
+
+const OUTCOME = Symbol("callOutcome");
+type WithOutcome = { [OUTCOME]?: CallOutcome };
+
+/** The outcome record of the call `req` carries (one per request, made on first ask). */
+export function callOutcomeOf(req: object): CallOutcome {
+  const tagged = req as WithOutcome;
+  tagged[OUTCOME] ??= { unauthenticated: false };
+  return tagged[OUTCOME];
+}
+
+/** The call's {@link CallOutcome}, for the edge to fill in. */
+export const kOutcome = createContextKey<CallOutcome | undefined>(undefined, { description: "call outcome" });
+
 /** A request's first context values, on every face: its id, the client's address and the host it was sent to. */
 export function requestValues(
   requestId: string,
-  req: { socket?: { remoteAddress?: string } | null; headers: Record<string, string | string[] | undefined> },
+  req: AddressedRequest & { headers: Record<string, string | string[] | undefined> },
 ): ContextValues {
   return createContextValues()
     .set(kRequestId, requestId)
-    .set(kClientAddress, req.socket?.remoteAddress ?? "")
-    .set(kRequestHost, String(req.headers.host ?? req.headers[":authority"] ?? ""));
+    .set(kClientAddress, clientAddressOf(req))
+    .set(kRequestHost, String(req.headers.host ?? req.headers[":authority"] ?? ""))
+    .set(kOutcome, callOutcomeOf(req));
 }
 
 /** The authenticated partner caller; set by the edge on the partner listener. */

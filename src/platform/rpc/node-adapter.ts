@@ -11,6 +11,7 @@ import {
 } from "@connectrpc/connect";
 import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import {
   compressionBrotli,
   compressionGzip,
@@ -63,6 +64,48 @@ function invalidRequest(req: NodeRequest, nodeRes: NodeResponse, requestId: stri
   const res = nodeRes as ServerResponse;
   const body = connectErrorBytes(new ApiError("invalid_request", message), requestId);
   res.writeHead(400, {
+    "content-type": "application/json",
+    "content-length": String(body.byteLength),
+  });
+  res.end(body);
+}
+
+/**
+ * A refusal made before connect-es sees the request (the per-address limits), as the request's protocol says
+ * errors: gRPC and gRPC-Web a trailers-only response (HTTP 200) carrying the status, its message and the
+ * contract's `ErrorInfo` in `grpc-status-details-bin`; Connect its JSON error body under the code's HTTP status.
+ * The metadata (`retry-after`, `x-request-id`) travels as headers either way.
+ */
+export function writeRpcError(
+  req: NodeRequest,
+  nodeRes: NodeResponse,
+  error: ApiError,
+  requestId: string,
+): void {
+  req.resume();
+  const res = nodeRes as ServerResponse; // the same calls on HTTP/1.1 and HTTP/2
+  const type = String(req.headers["content-type"] ?? "");
+  const connectError = toConnectError(error, requestId, new Headers());
+  const headers: Record<string, string> = {};
+  connectError.metadata.forEach((v, k) => {
+    headers[k] = v;
+  });
+  if (/^application\/grpc/i.test(type)) {
+    setTrailerStatus(new Headers(), connectError).forEach((v, k) => {
+      headers[k] = v;
+    });
+    headers["content-type"] = type.split(";")[0] ?? "application/grpc";
+    if ("stream" in nodeRes && !/^application\/grpc-web/i.test(type)) {
+      nodeRes.stream.respond({ ":status": 200, ...headers }, { endStream: true });
+      return;
+    }
+    res.writeHead(200, headers);
+    res.end();
+    return;
+  }
+  const body = errorToJsonBytes(connectError, {});
+  res.writeHead(error.httpStatus, {
+    ...headers,
     "content-type": "application/json",
     "content-length": String(body.byteLength),
   });
