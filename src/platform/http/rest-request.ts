@@ -8,7 +8,7 @@ import {
 } from "@bufbuild/protobuf";
 import { ApiError } from "../errors.ts";
 import { assign, resolvePath } from "./field-paths.ts";
-import { checkInt64Json } from "./int64-json.ts";
+import { checkIntegerJson } from "./integer-json.ts";
 import { type AnyRequest, decodeContent, readBody } from "./request-body.ts";
 import type { Route } from "./rest-routes.ts";
 
@@ -148,11 +148,11 @@ export async function requestJson(
 }
 
 /**
- * The request message from its JSON, its 64-bit integers in canonical form (int64-json.ts). The edge checks the
+ * The request message from its JSON, its integers in canonical form (integer-json.ts). The edge checks the
  * contract's rules on it next (src/edge/validation.ts), as on the Connect and gRPC faces.
  */
 export function decodeRequest(input: DescMessage, json: RequestJson): Message {
-  checkInt64Json(input, json);
+  checkIntegerJson(input, json);
   try {
     return fromJson(input, json);
   } catch (err) {

@@ -9,7 +9,11 @@ import {
   type ConnectRouterOptions,
   createConnectRouter,
 } from "@connectrpc/connect";
-import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
+import type {
+  UniversalHandler,
+  UniversalServerRequest,
+  UniversalServerResponse,
+} from "@connectrpc/connect/protocol";
 import { errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import {
@@ -20,6 +24,7 @@ import {
 } from "@connectrpc/connect-node";
 import { ApiError } from "../errors.ts";
 import { toConnectError } from "./errors.ts";
+import { checkJsonIntegers, jsonFraming } from "./json-integers.ts";
 
 type NodeRequest = IncomingMessage | Http2ServerRequest;
 type NodeResponse = ServerResponse | Http2ServerResponse;
@@ -188,19 +193,42 @@ export function connectAdapter(options: ConnectAdapterOptions) {
       invalidRequest(req, res, options.requestIdOf(req), "The Host header is not a valid host.");
       return;
     }
-    if (/^application\/json\b/i.test(String(req.headers["content-type"] ?? ""))) {
+    void serve(handler, uReq, req, res, options);
+  };
+}
+
+/**
+ * Hands a request to connect-es: a JSON one once its integers are checked as REST checks them, an empty Connect
+ * JSON body as `{}`; its answer, or the client's fault, back to Node.
+ */
+async function serve(
+  handler: UniversalHandler,
+  uReq: UniversalServerRequest,
+  req: NodeRequest,
+  res: NodeResponse,
+  options: ConnectAdapterOptions,
+): Promise<void> {
+  const requestId = options.requestIdOf(req);
+  try {
+    const type = String(req.headers["content-type"] ?? "");
+    const framing = jsonFraming(type);
+    if (framing && req.method === "POST") {
+      const maxBytes = options.readMaxBytes ?? 0xffffffff;
+      const checked = await checkJsonIntegers(req, handler.method.input, framing, maxBytes);
+      if (checked.refusal) return writeRpcError(req, res, checked.refusal, requestId);
+      uReq.body = checked.body;
+    }
+    if (framing === "plain") {
       uReq.body = emptyAsObject(uReq.body as AsyncIterable<Uint8Array>);
       // connect-es holds a body to its Content-Length: an announced empty one no longer is.
       if (uReq.header.get("content-length") === "0") uReq.header.delete("content-length");
     }
-    handler(uReq)
-      .then((uRes) => clientFault(uRes, options.requestIdOf(req)))
-      .then((uRes) => universalResponseToNodeResponse(uRes, res as never))
-      .catch((reason) => {
-        if (ConnectError.from(reason).code === Code.Aborted) return;
-        options.onError(`handler for ${handler.service.typeName}/${handler.method.name} failed`, reason);
-      });
-  };
+    const uRes = await clientFault(await handler(uReq), requestId);
+    await universalResponseToNodeResponse(uRes, res as never);
+  } catch (reason) {
+    if (ConnectError.from(reason).code === Code.Aborted) return;
+    options.onError(`handler for ${handler.service.typeName}/${handler.method.name} failed`, reason);
+  }
 }
 
 /**

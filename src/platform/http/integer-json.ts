@@ -1,6 +1,6 @@
 /**
- * The 64-bit integers of a REST request (money in kobo among them), held to what proto3 JSON writes and the
- * OpenAPI document states: a decimal string in canonical form (`"0"`, `"-12"`, `"1500"`: no `+`, no leading
+ * The integers of a request's JSON (money in kobo among them), on REST and on the JSON of Connect and gRPC-Web,
+ * held to what proto3 JSON writes and the OpenAPI document states: a decimal string in canonical form (`"0"`, `"-12"`, `"1500"`: no `+`, no leading
  * zeros, no `-0`, no white space, no `0x`/`0o`/`0b`), or a JSON number that is an integer a double holds exactly
  * (at most 2^53 − 1 either way: past that, the parser may already have changed its digits). protobuf-es reads
  * a string as JavaScript's BigInt does, so `"0x10"`, `" 5"` and `"+5"` would be 16 and 5; a request is checked
@@ -12,20 +12,31 @@ import { ApiError } from "../errors.ts";
 
 const CANONICAL = /^(?:0|-?[1-9][0-9]*)$/;
 
-const SIXTY_FOUR = new Set([
+/** Every integer type: a 32-bit one sent as a string is read as JavaScript's Number reads it (`"0x1e"` is 30). */
+const INTEGERS = new Set([
   ScalarType.INT64,
   ScalarType.SINT64,
   ScalarType.SFIXED64,
   ScalarType.UINT64,
   ScalarType.FIXED64,
+  ScalarType.INT32,
+  ScalarType.SINT32,
+  ScalarType.SFIXED32,
+  ScalarType.UINT32,
+  ScalarType.FIXED32,
 ]);
 
-/** Wrapper types whose JSON is a 64-bit integer's. */
-const WRAPPERS = new Set(["google.protobuf.Int64Value", "google.protobuf.UInt64Value"]);
+/** Wrapper types whose JSON is an integer's. */
+const WRAPPERS = new Set([
+  "google.protobuf.Int64Value",
+  "google.protobuf.UInt64Value",
+  "google.protobuf.Int32Value",
+  "google.protobuf.UInt32Value",
+]);
 
-const is64 = (f: DescField): boolean =>
-  ((f.fieldKind === "scalar" || f.fieldKind === "list") && SIXTY_FOUR.has(f.scalar as ScalarType)) ||
-  (f.fieldKind === "map" && f.mapKind === "scalar" && SIXTY_FOUR.has(f.scalar)) ||
+const isInteger = (f: DescField): boolean =>
+  ((f.fieldKind === "scalar" || f.fieldKind === "list") && INTEGERS.has(f.scalar as ScalarType)) ||
+  (f.fieldKind === "map" && f.mapKind === "scalar" && INTEGERS.has(f.scalar)) ||
   (f.fieldKind === "message" && WRAPPERS.has(f.message.typeName));
 
 /** A message field's message, or undefined (well-known types other than the wrappers have JSON of their own). */
@@ -44,14 +55,14 @@ function search(message: DescMessage, seen: Set<DescMessage>): boolean {
   seen.add(message);
   return message.fields.some((f) => {
     const m = nested(f);
-    return is64(f) || (m !== undefined && search(m, seen));
+    return isInteger(f) || (m !== undefined && search(m, seen));
   });
 }
 
 const holds = new WeakMap<DescMessage, boolean>();
 
-/** Whether a message has a 64-bit integer anywhere under it (most requests have none: they are not walked). */
-function holds64(message: DescMessage): boolean {
+/** Whether a message has an integer anywhere under it (requests without one are not walked). */
+function holdsIntegers(message: DescMessage): boolean {
   let found = holds.get(message);
   if (found === undefined) {
     found = search(message, new Set());
@@ -80,7 +91,7 @@ function walk(message: DescMessage, json: JsonValue, path: string): void {
     const m = nested(f);
     if (f.fieldKind === "list" && Array.isArray(value)) {
       value.forEach((v, i) => {
-        if (is64(f)) check(v, `${at}[${i}]`);
+        if (isInteger(f)) check(v, `${at}[${i}]`);
         else if (m) walk(m, v, `${at}[${i}]`);
       });
     } else if (
@@ -90,10 +101,10 @@ function walk(message: DescMessage, json: JsonValue, path: string): void {
       !Array.isArray(value)
     ) {
       for (const [k, v] of Object.entries(value)) {
-        if (is64(f)) check(v, `${at}[${JSON.stringify(k)}]`);
+        if (isInteger(f)) check(v, `${at}[${JSON.stringify(k)}]`);
         else if (m) walk(m, v, `${at}[${JSON.stringify(k)}]`);
       }
-    } else if (is64(f)) {
+    } else if (isInteger(f)) {
       check(value, at);
     } else if (m) {
       walk(m, value, at);
@@ -102,9 +113,9 @@ function walk(message: DescMessage, json: JsonValue, path: string): void {
 }
 
 /**
- * Refuses a request whose 64-bit integers are not in a canonical form (`400 invalid_request` naming the first
+ * Refuses a request whose integers are not in a canonical form (`400 invalid_request` naming the first
  * such field by its JSON path); anything else is left to the JSON parser and the rules.
  */
-export function checkInt64Json(message: DescMessage, json: JsonValue): void {
-  if (holds64(message)) walk(message, json, "");
+export function checkIntegerJson(message: DescMessage, json: JsonValue): void {
+  if (holdsIntegers(message)) walk(message, json, "");
 }
