@@ -4,7 +4,7 @@ import type { Handler } from "../platform/http/listener.ts";
 import { writeRestError } from "../platform/http/rest-errors.ts";
 import type { AnyRequest } from "../platform/http/transcoder.ts";
 import { callOutcomeOf } from "../platform/rpc/context.ts";
-import { writeRpcError } from "../platform/rpc/node-adapter.ts";
+import { writeRpcError } from "../platform/rpc/early-errors.ts";
 import type { AddressGuard } from "../ratelimit/limiters.service.ts";
 import { FIXED_PATHS, PAGE_PREFIXES, PROCEDURE } from "./routes.ts";
 
