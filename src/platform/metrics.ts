@@ -40,38 +40,51 @@ export class Counter<L extends string = string> {
 
 type RequestLabel = "listener" | "face" | "route" | "method" | "status";
 type LatencyLabel = "listener" | "face" | "route";
-/** prom-client's handles on one listener, face and route's series: its latency, and its counts by method and status. */
+/** One listener, face and route's series: its latency histogram, and its counts by method and status. */
 interface RouteSeries {
-  latency: Histogram.Internal<LatencyLabel>;
+  labels: Record<LatencyLabel, string>;
+  /** Observations per bucket (not cumulative), the last for those past every bucket (`+Inf`). */
+  buckets: Float64Array;
+  sum: number;
+  count: number;
   /** By `status * METHOD_LABELS.length + method`'s index in {@link METHOD_LABELS} (status 0: `other`). */
-  counts: Map<number, PromCounter.Internal>;
+  counts: Map<number, { labels: Record<RequestLabel, string>; value: number }>;
+}
+
+/** A sample as prom-client's registry prints it. */
+interface Sample {
+  labels: Record<string, string | number>;
+  value: number;
+  metricName?: string;
 }
 
 /**
  * Requests: a count per listener, face, route, method and status, and a latency histogram per listener,
- * face and route. Recorded on every request.
+ * face and route. Recorded on every request, so they are kept by hand here and handed to prom-client's
+ * registry when scraped: prom-client hashes the labels of every update, which cost 8 % of the throughput of a
+ * request answered from caches (bench:keys, 10,400 against 9,400 a second). The families, names, help and
+ * buckets are prom-client's as before; only the counting is ours.
  */
 export class HttpMetrics {
-  readonly #requests: PromCounter<RequestLabel>;
-  readonly #latency: Histogram<LatencyLabel>;
-  // prom-client's per-series handles, found by listener, face and route, then by a number for method and status:
-  // this runs on every request, and allocates nothing here once its series exist (no labels object, no key
-  // string); what remains per request is prom-client's own update.
   readonly #series = new Map<string, Map<string, Map<string, RouteSeries>>>();
+  readonly #buckets: readonly number[];
   constructor(registry: Registry, buckets: readonly number[]) {
-    this.#requests = new PromCounter({
-      name: "http_requests_total",
-      help: "Requests answered, by listener, face, route, method and status.",
-      labelNames: ["listener", "face", "route", "method", "status"],
-      registers: [registry],
-    });
-    this.#latency = new Histogram({
-      name: "http_request_duration_seconds",
-      help: "Time from the request's arrival to the end of its response, by listener, face and route.",
-      labelNames: ["listener", "face", "route"],
-      buckets: [...buckets],
-      registers: [registry],
-    });
+    this.#buckets = buckets;
+    const all = () =>
+      [...this.#series.values()].flatMap((f) => [...f.values()].flatMap((r) => [...r.values()]));
+    new ScrapedCounter(
+      registry,
+      "http_requests_total",
+      "Requests answered, by listener, face, route, method and status.",
+      () => all().flatMap((s) => [...s.counts.values()].map((c) => ({ labels: c.labels, value: c.value }))),
+    );
+    new ScrapedHistogram(
+      registry,
+      "http_request_duration_seconds",
+      "Time from the request's arrival to the end of its response, by listener, face and route.",
+      buckets,
+      () => all().flatMap((s) => histogramSamples("http_request_duration_seconds", buckets, s)),
+    );
   }
   record(
     listener: string,
@@ -89,17 +102,20 @@ export class HttpMetrics {
     const countKey = statusCode * METHOD_LABELS.length + methodIndex;
     let count = series.counts.get(countKey);
     if (!count) {
-      count = this.#requests.labels({
-        listener,
-        face,
-        route,
+      const labels = {
+        ...series.labels,
         method: METHOD_LABELS[methodIndex] ?? "other",
         status: statusCode ? String(statusCode) : "other",
-      });
+      };
+      count = { labels, value: 0 };
       series.counts.set(countKey, count);
     }
-    count.inc();
-    series.latency.observe(seconds);
+    count.value++;
+    let bucket = 0;
+    while (bucket < this.#buckets.length && seconds > (this.#buckets[bucket] ?? 0)) bucket++;
+    series.buckets[bucket] = (series.buckets[bucket] ?? 0) + 1;
+    series.sum += seconds;
+    series.count++;
   }
   #routeSeries(listener: string, face: string, route: string): RouteSeries {
     let byFace = this.#series.get(listener);
@@ -114,10 +130,73 @@ export class HttpMetrics {
     }
     let series = byRoute.get(route);
     if (!series) {
-      series = { latency: this.#latency.labels({ listener, face, route }), counts: new Map() };
+      const buckets = new Float64Array(this.#buckets.length + 1);
+      series = { labels: { listener, face, route }, buckets, sum: 0, count: 0, counts: new Map() };
       byRoute.set(route, series);
     }
     return series;
+  }
+}
+
+/** A series' histogram samples as prom-client prints them: cumulative buckets, `+Inf`, sum and count. */
+function histogramSamples(name: string, bounds: readonly number[], s: RouteSeries): Sample[] {
+  let seen = 0;
+  const samples: Sample[] = bounds.map((le, i) => {
+    seen += s.buckets[i] ?? 0;
+    return { labels: { le, ...s.labels }, value: seen, metricName: `${name}_bucket` };
+  });
+  samples.push({
+    labels: { le: "+Inf", ...s.labels },
+    value: s.count,
+    metricName: `${name}_bucket`,
+  });
+  samples.push({ labels: s.labels, value: s.sum, metricName: `${name}_sum` });
+  samples.push({ labels: s.labels, value: s.count, metricName: `${name}_count` });
+  return samples;
+}
+
+/** A counter family whose samples are read from counts kept elsewhere, when scraped. */
+class ScrapedCounter extends PromCounter {
+  readonly #samples: () => Sample[];
+  constructor(registry: Registry, name: string, help: string, samples: () => Sample[]) {
+    super({ name, help, labelNames: [], registers: [registry] });
+    this.#samples = samples;
+  }
+  override async get() {
+    return { ...(await super.get()), values: this.#samples() };
+  }
+}
+
+/** A histogram family whose samples are read from observations kept elsewhere, when scraped. */
+class ScrapedHistogram extends Histogram {
+  readonly #family: { name: string; help: string };
+  readonly #samples: () => Sample[];
+  constructor(
+    registry: Registry,
+    name: string,
+    help: string,
+    buckets: readonly number[],
+    samples: () => Sample[],
+  ) {
+    super({ name, help, labelNames: [], buckets: [...buckets], registers: [registry] });
+    this.#family = { name, help };
+    this.#samples = samples;
+  }
+  override async get() {
+    const { name, help } = this.#family;
+    return {
+      name,
+      help,
+      // prom-client's typings call the type a numeric enum; it is this string at run time (library interop).
+      type: "histogram" as never,
+      aggregator: "sum" as const,
+      collect: () => undefined,
+      values: this.#samples(),
+    };
+  }
+  /** What the registry prints (prom-client's histogram would print its own, empty, observations). */
+  getForPromString() {
+    return this.get();
   }
 }
 
