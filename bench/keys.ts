@@ -2,9 +2,7 @@
 // Loads the real service (REST face, valid key, limits raised) and a bare node:http server that returns the
 // same bytes, with the same connections, and compares them. Bar: >= 30 % of the bare server's throughput,
 // p99 <= 15 ms at 50 connections.
-import { spawn } from "node:child_process";
-import { createInterface } from "node:readline";
-import { load, partnerWithKey, report, startService } from "./support.ts";
+import { load, partnerWithKey, report, startBareServer, startService } from "./support.ts";
 
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const seconds = Number(process.env.BENCH_SECONDS ?? 10);
@@ -18,22 +16,14 @@ try {
   const body = await sample.text();
 
   // The bare server: node:http, in its own process like the service, answering the same bytes.
-  const bareSource = `
-    const http = require("node:http");
-    const body = Buffer.from(${JSON.stringify(body)});
-    http.createServer((req, res) => {
-      res.writeHead(200, { "content-type": "application/json; charset=utf-8", "content-length": body.length,
-        "cache-control": "public, max-age=14400" });
-      res.end(body);
-    }).listen(0, "127.0.0.1", function () { console.log(this.address().port); });`;
-  const bare = spawn(process.execPath, ["-e", bareSource], { stdio: ["ignore", "pipe", "inherit"] });
-  const barePort = await new Promise<string>((resolve) =>
-    createInterface({ input: bare.stdout as NodeJS.ReadableStream }).once("line", resolve),
-  );
+  const bare = await startBareServer(body, {
+    "content-type": "application/json; charset=utf-8",
+    "cache-control": "public, max-age=14400",
+  });
   try {
     const headers = { authorization: `Bearer ${key}` };
     const ours = await load(url, { connections, seconds, headers });
-    const baseline = await load(`http://127.0.0.1:${barePort}/partner/v1/keys`, {
+    const baseline = await load(`${bare.url}/partner/v1/keys`, {
       connections,
       seconds,
       headers,
@@ -62,7 +52,7 @@ try {
       meets: ours.p99Ms <= 15,
     });
   } finally {
-    bare.kill();
+    bare.stop();
   }
 } finally {
   await service.stop();

@@ -4,6 +4,7 @@
 import { spawn } from "node:child_process";
 import path from "node:path";
 import { createInterface } from "node:readline";
+import { printTable } from "./support.ts";
 
 // Each benchmark, and the scale-out runs: the webhook and retry ones with a second worker process on the same
 // database, the snapshot one with a second api process.
@@ -45,26 +46,6 @@ for (const { name, file, env } of benches) {
   }
 }
 
-const META = new Set(["bench", "figure", "bar", "meets"]);
-const result = (row: Record<string, unknown>) =>
-  Object.entries(row)
-    .filter(([k, v]) => !META.has(k) && (typeof v === "number" || typeof v === "string"))
-    .map(([k, v]) => `${k}=${v}`)
-    .join(" ");
-const table = rows.map((r) => [
-  String(r.bench ?? ""),
-  String(r.figure ?? ""),
-  result(r),
-  String(r.bar),
-  r.meets ? "yes" : "NO",
-]);
-const header = ["bench", "figure", "result", "bar", "meets"];
-const widths = header.map((h, i) =>
-  Math.min(70, Math.max(h.length, ...table.map((r) => (r[i] ?? "").length))),
-);
-const line = (cells: string[]) =>
-  cells.map((c, i) => c.slice(0, widths[i]).padEnd(widths[i] ?? 0)).join(" | ");
-console.log(`\n${line(header)}\n${widths.map((w) => "-".repeat(w)).join("-|-")}`);
-for (const r of table) console.log(line(r));
+printTable(rows);
 failed ||= rows.some((r) => r.meets === false);
 process.exit(failed ? 1 : 0);

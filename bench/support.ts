@@ -309,3 +309,51 @@ export async function acceptMandates(
   );
   return accepted;
 }
+
+/** Prints rows of figures (each with `bench`, `figure`, `bar`, `meets`) as one table, every figure against its bar. */
+export function printTable(rows: Record<string, unknown>[]): void {
+  const META = new Set(["bench", "figure", "bar", "meets"]);
+  const result = (row: Record<string, unknown>) =>
+    Object.entries(row)
+      .filter(([k, v]) => !META.has(k) && (typeof v === "number" || typeof v === "string"))
+      .map(([k, v]) => `${k}=${v}`)
+      .join(" ");
+  const table = rows.map((r) => [
+    String(r.bench ?? ""),
+    String(r.figure ?? ""),
+    result(r),
+    String(r.bar),
+    r.meets ? "yes" : "NO",
+  ]);
+  const header = ["bench", "figure", "result", "bar", "meets"];
+  const widths = header.map((h, i) =>
+    Math.min(70, Math.max(h.length, ...table.map((r) => (r[i] ?? "").length))),
+  );
+  const line = (cells: string[]) =>
+    cells.map((c, i) => c.slice(0, widths[i]).padEnd(widths[i] ?? 0)).join(" | ");
+  console.log(`\n${line(header)}\n${widths.map((w) => "-".repeat(w)).join("-|-")}`);
+  for (const r of table) console.log(line(r));
+}
+
+/**
+ * A bare node:http server in its own process (like the service) answering every request with `body` and
+ * `headers`: the ceiling a benchmark compares the service with.
+ */
+export async function startBareServer(
+  body: string,
+  headers: Record<string, string>,
+): Promise<{ url: string; stop(): void }> {
+  const source = `
+    const http = require("node:http");
+    const body = Buffer.from(${JSON.stringify(body)});
+    const headers = { ...${JSON.stringify(headers)}, "content-length": body.length };
+    http.createServer((req, res) => {
+      res.writeHead(200, headers);
+      res.end(body);
+    }).listen(0, "127.0.0.1", function () { console.log(this.address().port); });`;
+  const child = spawn(process.execPath, ["-e", source], { stdio: ["ignore", "pipe", "inherit"] });
+  const port = await new Promise<string>((resolve) =>
+    createInterface({ input: child.stdout as NodeJS.ReadableStream }).once("line", resolve),
+  );
+  return { url: `http://127.0.0.1:${port}`, stop: () => child.kill() };
+}

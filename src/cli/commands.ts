@@ -7,6 +7,7 @@ import {
   ApiKeySchema,
   type ApiKeyService,
 } from "../../gen/internal/v1/api_keys_pb.ts";
+import type { IngestService } from "../../gen/internal/v1/ingest_pb.ts";
 import { type Partner, PartnerSchema, type PartnerService } from "../../gen/internal/v1/partners_pb.ts";
 import type { PortalAdminService } from "../../gen/internal/v1/portal_admin_pb.ts";
 import { SandboxAdminService } from "../../gen/internal/v1/sandbox_admin_pb.ts";
@@ -22,6 +23,7 @@ export interface Clients {
   signingKeys: Client<typeof SigningKeyService>;
   sandbox: Client<typeof SandboxAdminService>;
   portal: Client<typeof PortalAdminService>;
+  ingest: Client<typeof IngestService>;
 }
 
 /** One command: its flags and the clients in, what it prints out. */
@@ -135,6 +137,22 @@ export const commands: Record<string, Command> = {
     return {
       json: toJson(SandboxAdminService.method.seedSandbox.output, res, { alwaysEmitImplicit: true }),
       text: `seeded ${res.users} sandbox fixture users (${res.ledgerDays} ledger days added)${restored}`,
+    };
+  },
+  async "ledger rebuild"(f, c) {
+    const userIds = need(f, "user")
+      .split(",")
+      .map((u) => u.trim())
+      .filter((u) => u !== "");
+    const res = await c.ingest.rebuildLedgerRollups({ userIds });
+    return {
+      json: {
+        users: userIds.length,
+        entries: res.entries,
+        days: res.days,
+        counterparties: res.counterparties,
+      },
+      text: `rebuilt the roll-ups of ${userIds.length} user${userIds.length === 1 ? "" : "s"} from ${res.entries} ledger entries: ${res.days} daily rows, ${res.counterparties} counterparties`,
     };
   },
   async "portal invite"(f, c) {

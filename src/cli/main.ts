@@ -3,6 +3,7 @@ import { ConnectError, createClient, type Interceptor } from "@connectrpc/connec
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
 import { ApiKeyService } from "../../gen/internal/v1/api_keys_pb.ts";
+import { IngestService } from "../../gen/internal/v1/ingest_pb.ts";
 import { PartnerService } from "../../gen/internal/v1/partners_pb.ts";
 import { PortalAdminService } from "../../gen/internal/v1/portal_admin_pb.ts";
 import { SandboxAdminService } from "../../gen/internal/v1/sandbox_admin_pb.ts";
@@ -55,6 +56,7 @@ const flagSpec = {
   "expires-in-hours": { type: "string" },
   email: { type: "string" },
   role: { type: "string" },
+  user: { type: "string" },
   ...LIMIT_FLAGS,
 } as const;
 
@@ -70,6 +72,7 @@ function clients(url: string, token: string): Clients {
     signingKeys: createClient(SigningKeyService, transport),
     sandbox: createClient(SandboxAdminService, transport),
     portal: createClient(PortalAdminService, transport),
+    ingest: createClient(IngestService, transport),
   };
 }
 

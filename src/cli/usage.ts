@@ -18,6 +18,8 @@ ${LIMITS_USAGE}
   signing-key rotate --env sandbox|production    rotate the signing key now
   sandbox seed [--partner ID]                    seed the sandbox fixture users now; with --partner, also
                                                  restore that partner's sandbox to its first day
+  ledger rebuild --user ID[,ID...]               rebuild users' ledger roll-ups from their raw entries (at
+                                                 most 100 users a call; ingest waits while it runs)
   portal invite --partner ID --email EMAIL --role admin|developer|viewer
                                                  invite a person to the partner's portal: prints a single-use
                                                  URL, valid 72 hours (give it to them; it is not shown again)

@@ -45,7 +45,66 @@ export const ledgerRepository = {
     ]);
     return row?.inserted ?? 0;
   },
+
+  /**
+   * Rebuilds the users' roll-ups from their raw entries, in the caller's transaction: deletes their rows of
+   * `ledger_daily` and `ledger_counterparties`, then folds every entry of theirs with the statement ingest uses.
+   * `ledger_entries` is held in SHARE ROW EXCLUSIVE mode until the transaction ends: no entry lands between the
+   * two (ingest waits meanwhile), and rebuilds take turns (two at once would each delete only the roll-ups it
+   * saw, and fold the same entries twice). The lock is waited for 5 s at most; then the call answers as
+   * retryable.
+   */
+  async rebuildRollups(tx: Em, userIds: string[]): Promise<RebuiltRollups> {
+    await sql(tx, "set local lock_timeout = '5s'");
+    await sql(tx, "lock table ledger_entries in share row exclusive mode");
+    await sql(tx, "delete from ledger_daily where user_id = any($1::text[])", [userIds]);
+    await sql(tx, "delete from ledger_counterparties where user_id = any($1::text[])", [userIds]);
+    const [row] = await sql<RebuiltRollups>(tx, REBUILD, [userIds]);
+    return row ?? { entries: 0, days: 0, counterparties: 0 };
+  },
 };
+
+/** What a rebuild folded: entries read, daily rows and counterparty rows written. */
+export interface RebuiltRollups {
+  entries: number;
+  days: number;
+  counterparties: number;
+}
+
+/**
+ * The roll-ups' one definition: folds the rows of the CTE `source` (user_id, amount_kobo, direction,
+ * counterparty_hash, day, scope) into `ledger_daily` (totals and counts per user, UTC day and scope) and
+ * `ledger_counterparties` (first and last day met). Ingest folds the entries it has just inserted; a rebuild folds
+ * all of a user's entries after deleting the user's roll-ups. Two data-modifying CTEs, to follow `source`'s;
+ * `returning` (`returning 1`) lets the statement count what they wrote.
+ */
+const fold = (source: string, returning = "") => `
+         daily as (
+           insert into ledger_daily as d (user_id, day, scope, inflow_kobo, inflow_count, outflow_kobo, outflow_count)
+           select user_id, day, scope,
+                  coalesce(sum(amount_kobo) filter (where direction = 'IN'), 0),
+                  count(*) filter (where direction = 'IN'),
+                  coalesce(sum(amount_kobo) filter (where direction = 'OUT'), 0),
+                  count(*) filter (where direction = 'OUT')
+             from ${source} group by user_id, day, scope
+            -- The same order in every batch, so concurrent batches lock shared rows in the same order.
+            order by user_id, day, scope
+           on conflict (user_id, day, scope) do update
+             set inflow_kobo = d.inflow_kobo + excluded.inflow_kobo,
+                 inflow_count = d.inflow_count + excluded.inflow_count,
+                 outflow_kobo = d.outflow_kobo + excluded.outflow_kobo,
+                 outflow_count = d.outflow_count + excluded.outflow_count
+           ${returning}
+         ),
+         parties as (
+           insert into ledger_counterparties as c (user_id, direction, counterparty_hash, scope, first_day, last_day)
+           select user_id, direction, counterparty_hash, scope, min(day), max(day) from ${source}
+            group by user_id, direction, counterparty_hash, scope
+            order by user_id, direction, counterparty_hash, scope
+           on conflict (user_id, direction, counterparty_hash, scope) do update
+             set first_day = least(c.first_day, excluded.first_day), last_day = greatest(c.last_day, excluded.last_day)
+           ${returning}
+         )`;
 
 const STATEMENT = `with input as (
            select * from unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bytea[], $6::text[], $7::timestamptz[],
@@ -58,29 +117,13 @@ const STATEMENT = `with input as (
              from input
            on conflict (id) do nothing
            returning user_id, amount_kobo, direction, counterparty_hash, day, scope
-         ),
-         daily as (
-           insert into ledger_daily as d (user_id, day, scope, inflow_kobo, inflow_count, outflow_kobo, outflow_count)
-           select user_id, day, scope,
-                  coalesce(sum(amount_kobo) filter (where direction = 'IN'), 0),
-                  count(*) filter (where direction = 'IN'),
-                  coalesce(sum(amount_kobo) filter (where direction = 'OUT'), 0),
-                  count(*) filter (where direction = 'OUT')
-             from ins group by user_id, day, scope
-            -- The same order in every batch, so concurrent batches lock shared rows in the same order.
-            order by user_id, day, scope
-           on conflict (user_id, day, scope) do update
-             set inflow_kobo = d.inflow_kobo + excluded.inflow_kobo,
-                 inflow_count = d.inflow_count + excluded.inflow_count,
-                 outflow_kobo = d.outflow_kobo + excluded.outflow_kobo,
-                 outflow_count = d.outflow_count + excluded.outflow_count
-         ),
-         parties as (
-           insert into ledger_counterparties as c (user_id, direction, counterparty_hash, scope, first_day, last_day)
-           select user_id, direction, counterparty_hash, scope, min(day), max(day) from ins
-            group by user_id, direction, counterparty_hash, scope
-            order by user_id, direction, counterparty_hash, scope
-           on conflict (user_id, direction, counterparty_hash, scope) do update
-             set first_day = least(c.first_day, excluded.first_day), last_day = greatest(c.last_day, excluded.last_day)
-         )
+         ),${fold("ins")}
          select count(*)::int as inserted from ins`;
+
+/** Every entry of the users, folded afresh (their roll-ups deleted first, in the same transaction). */
+const REBUILD = `with entries as (
+           select user_id, amount_kobo, direction, counterparty_hash, day, scope from ledger_entries
+            where user_id = any($1::text[])
+         ),${fold("entries", "returning 1")}
+         select (select count(*)::int from entries) as entries, (select count(*)::int from daily) as days,
+                (select count(*)::int from parties) as counterparties`;

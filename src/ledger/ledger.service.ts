@@ -2,9 +2,10 @@ import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import { keyedHash } from "../platform/crypto/keys.ts";
 import type { Em } from "../platform/db/orm.ts";
+import { inTransaction } from "../platform/db/sql.ts";
 import { validationFailed } from "../platform/errors.ts";
 import type { UserService } from "../users/user.service.ts";
-import { ledgerRepository } from "./ledger.repository.ts";
+import { ledgerRepository, type RebuiltRollups } from "./ledger.repository.ts";
 
 /** One entry as the platform sends it. */
 export interface LedgerEntryInput {
@@ -26,6 +27,8 @@ export interface LedgerEntryInput {
 export const channels = ["transfer", "card", "pos", "ussd", "wallet", "other"] as const;
 
 const MAX_BATCH = 5_000;
+/** Users one rebuild takes at most: a heavy trader's year is ~50,000 entries, and ingest waits while it runs. */
+export const MAX_REBUILD_USERS = 100;
 const ENTRY_ID = /^[\x21-\x7e]{1,128}$/;
 /** Entries may not be dated in the future (beyond clock skew): windows end on the day of the read. */
 const FUTURE_SKEW_MS = 5 * ms.minute;
@@ -57,6 +60,20 @@ export function createLedgerService({
      */
     deleteSandboxLines(tx: Em, partnerId: string): Promise<number> {
       return ledgerRepository.deleteScope(tx, partnerId);
+    },
+
+    /**
+     * Rebuilds the users' daily roll-ups and counterparty index from their raw entries (the operator's repair,
+     * `npm run cli -- ledger rebuild --user U`), with the statement ingest folds new entries with, in one
+     * transaction. Idempotent: a rebuild of correct roll-ups writes the same rows.
+     */
+    async rebuildRollups(em: Em, userIds: string[]): Promise<RebuiltRollups> {
+      const ids = [...new Set(userIds)];
+      if (ids.length === 0) throw validationFailed({ userIds: "name at least one user" });
+      if (ids.length > MAX_REBUILD_USERS)
+        throw validationFailed({ userIds: `at most ${MAX_REBUILD_USERS} users per call` });
+      await users.assertExist(em, ids);
+      return inTransaction(em, (tx) => ledgerRepository.rebuildRollups(tx, ids));
     },
 
     /** Ingests a batch on `em`, inside its transaction when it has one (a repayment writes its entry with its booking). */

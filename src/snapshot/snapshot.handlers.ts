@@ -101,6 +101,7 @@ export function createIngestHandlers(
         }),
       );
     },
+    rebuildLedgerRollups: (req, ctx) => ledger.rebuildRollups(emOf(ctx.values), req.userIds),
     async upsertKyc(req, ctx) {
       const updated = await standing.upsertKyc(
         emOf(ctx.values),

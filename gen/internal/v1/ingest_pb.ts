@@ -12,7 +12,7 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file internal/v1/ingest.proto.
  */
 export const file_internal_v1_ingest: GenFile = /*@__PURE__*/
-  fileDesc("ChhpbnRlcm5hbC92MS9pbmdlc3QucHJvdG8SC2ludGVybmFsLnYxIpICCgtMZWRnZXJFbnRyeRIKCgJpZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEhMKC2Ftb3VudF9rb2JvGAMgASgDEjUKCWRpcmVjdGlvbhgEIAEoDjIiLmludGVybmFsLnYxLkxlZGdlckVudHJ5LkRpcmVjdGlvbhIXCg9jb3VudGVycGFydHlfaWQYBSABKAkSDwoHY2hhbm5lbBgGIAEoCRIvCgtvY2N1cnJlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPwoJRGlyZWN0aW9uEhkKFURJUkVDVElPTl9VTlNQRUNJRklFRBAAEgoKBklORkxPVxABEgsKB09VVEZMT1cQAiJHChpJbmdlc3RMZWRnZXJFbnRyaWVzUmVxdWVzdBIpCgdlbnRyaWVzGAEgAygLMhguaW50ZXJuYWwudjEuTGVkZ2VyRW50cnkiQwobSW5nZXN0TGVkZ2VyRW50cmllc1Jlc3BvbnNlEhAKCGluc2VydGVkGAEgASgFEhIKCmR1cGxpY2F0ZXMYAiABKAUipgQKDlN0YW5kaW5nVXBkYXRlEg8KB3VzZXJfaWQYASABKAkSDAoEdGllchgCIAEoCRINCgVzY29yZRgDIAEoBRIVCg1zY29yZV92ZXJzaW9uGAQgASgJEhgKC3RlbnVyZV9kYXlzGAUgASgFSACIAQESGwoObW9udGhzX2luX3RpZXIYBiABKAVIAYgBARIdChBzY29yZV9jaGFuZ2VfOTBkGAcgASgFSAKIAQESHgoRZGlzcHV0ZXNfbGFzdF85MGQYCCABKAVIA4gBARIaCg1tb250aHNfYWN0aXZlGAkgASgFSASIAQESIQoUYWN0aXZlX2RheXNfbGFzdF8zMGQYCiABKAVIBYgBARIiChVpbmNvbWVfcmVndWxhcml0eV9icHMYCyABKAVIBogBARIgChNlbXBsb3ltZW50X3ZlcmlmaWVkGAwgASgISAeIAQESKQoFYXNfb2YYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQg4KDF90ZW51cmVfZGF5c0IRCg9fbW9udGhzX2luX3RpZXJCEwoRX3Njb3JlX2NoYW5nZV85MGRCFAoSX2Rpc3B1dGVzX2xhc3RfOTBkQhAKDl9tb250aHNfYWN0aXZlQhcKFV9hY3RpdmVfZGF5c19sYXN0XzMwZEIYChZfaW5jb21lX3JlZ3VsYXJpdHlfYnBzQhYKFF9lbXBsb3ltZW50X3ZlcmlmaWVkIkUKFVVwc2VydFN0YW5kaW5nUmVxdWVzdBIsCgd1cGRhdGVzGAEgAygLMhsuaW50ZXJuYWwudjEuU3RhbmRpbmdVcGRhdGUiPwoWVXBzZXJ0U3RhbmRpbmdSZXNwb25zZRIPCgd1cGRhdGVkGAEgASgFEhQKDHRpZXJfY2hhbmdlcxgCIAEoBSLUAQoJS3ljVXBkYXRlEg8KB3VzZXJfaWQYASABKAkSDQoFbGV2ZWwYAiABKAkSFAoMYnZuX3ZlcmlmaWVkGAMgASgIEhQKDG5pbl92ZXJpZmllZBgEIAEoCBIWCg5waG9uZV92ZXJpZmllZBgFIAEoCBIYChBhZGRyZXNzX3ZlcmlmaWVkGAYgASgIEhgKEGxpdmVuZXNzX2NoZWNrZWQYByABKAgSLwoLdmVyaWZpZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjsKEFVwc2VydEt5Y1JlcXVlc3QSJwoHdXBkYXRlcxgBIAMoCzIWLmludGVybmFsLnYxLkt5Y1VwZGF0ZSIkChFVcHNlcnRLeWNSZXNwb25zZRIPCgd1cGRhdGVkGAEgASgFMqACCg1Jbmdlc3RTZXJ2aWNlEmgKE0luZ2VzdExlZGdlckVudHJpZXMSJy5pbnRlcm5hbC52MS5Jbmdlc3RMZWRnZXJFbnRyaWVzUmVxdWVzdBooLmludGVybmFsLnYxLkluZ2VzdExlZGdlckVudHJpZXNSZXNwb25zZRJZCg5VcHNlcnRTdGFuZGluZxIiLmludGVybmFsLnYxLlVwc2VydFN0YW5kaW5nUmVxdWVzdBojLmludGVybmFsLnYxLlVwc2VydFN0YW5kaW5nUmVzcG9uc2USSgoJVXBzZXJ0S3ljEh0uaW50ZXJuYWwudjEuVXBzZXJ0S3ljUmVxdWVzdBoeLmludGVybmFsLnYxLlVwc2VydEt5Y1Jlc3BvbnNlQusBCiNjb20ucGFydG5lcnVuZGVyd3JpdGluZy5pbnRlcm5hbC52MUILSW5nZXN0UHJvdG9QAVpBZ2l0aHViLmNvbS9wYXJ0bmVyLXVuZGVyd3JpdGluZy9hcGkvZ2VuL2dvL2ludGVybmFsL3YxO2ludGVybmFsdjGiAgNQVUmqAh9QYXJ0bmVyVW5kZXJ3cml0aW5nLkludGVybmFsLlYxugIDUFVJygIfUGFydG5lclVuZGVyd3JpdGluZ1xJbnRlcm5hbFxWMeoCIVBhcnRuZXJVbmRlcndyaXRpbmc6OkludGVybmFsOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChhpbnRlcm5hbC92MS9pbmdlc3QucHJvdG8SC2ludGVybmFsLnYxIpICCgtMZWRnZXJFbnRyeRIKCgJpZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEhMKC2Ftb3VudF9rb2JvGAMgASgDEjUKCWRpcmVjdGlvbhgEIAEoDjIiLmludGVybmFsLnYxLkxlZGdlckVudHJ5LkRpcmVjdGlvbhIXCg9jb3VudGVycGFydHlfaWQYBSABKAkSDwoHY2hhbm5lbBgGIAEoCRIvCgtvY2N1cnJlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPwoJRGlyZWN0aW9uEhkKFURJUkVDVElPTl9VTlNQRUNJRklFRBAAEgoKBklORkxPVxABEgsKB09VVEZMT1cQAiJHChpJbmdlc3RMZWRnZXJFbnRyaWVzUmVxdWVzdBIpCgdlbnRyaWVzGAEgAygLMhguaW50ZXJuYWwudjEuTGVkZ2VyRW50cnkiQwobSW5nZXN0TGVkZ2VyRW50cmllc1Jlc3BvbnNlEhAKCGluc2VydGVkGAEgASgFEhIKCmR1cGxpY2F0ZXMYAiABKAUipgQKDlN0YW5kaW5nVXBkYXRlEg8KB3VzZXJfaWQYASABKAkSDAoEdGllchgCIAEoCRINCgVzY29yZRgDIAEoBRIVCg1zY29yZV92ZXJzaW9uGAQgASgJEhgKC3RlbnVyZV9kYXlzGAUgASgFSACIAQESGwoObW9udGhzX2luX3RpZXIYBiABKAVIAYgBARIdChBzY29yZV9jaGFuZ2VfOTBkGAcgASgFSAKIAQESHgoRZGlzcHV0ZXNfbGFzdF85MGQYCCABKAVIA4gBARIaCg1tb250aHNfYWN0aXZlGAkgASgFSASIAQESIQoUYWN0aXZlX2RheXNfbGFzdF8zMGQYCiABKAVIBYgBARIiChVpbmNvbWVfcmVndWxhcml0eV9icHMYCyABKAVIBogBARIgChNlbXBsb3ltZW50X3ZlcmlmaWVkGAwgASgISAeIAQESKQoFYXNfb2YYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQg4KDF90ZW51cmVfZGF5c0IRCg9fbW9udGhzX2luX3RpZXJCEwoRX3Njb3JlX2NoYW5nZV85MGRCFAoSX2Rpc3B1dGVzX2xhc3RfOTBkQhAKDl9tb250aHNfYWN0aXZlQhcKFV9hY3RpdmVfZGF5c19sYXN0XzMwZEIYChZfaW5jb21lX3JlZ3VsYXJpdHlfYnBzQhYKFF9lbXBsb3ltZW50X3ZlcmlmaWVkIkUKFVVwc2VydFN0YW5kaW5nUmVxdWVzdBIsCgd1cGRhdGVzGAEgAygLMhsuaW50ZXJuYWwudjEuU3RhbmRpbmdVcGRhdGUiPwoWVXBzZXJ0U3RhbmRpbmdSZXNwb25zZRIPCgd1cGRhdGVkGAEgASgFEhQKDHRpZXJfY2hhbmdlcxgCIAEoBSLUAQoJS3ljVXBkYXRlEg8KB3VzZXJfaWQYASABKAkSDQoFbGV2ZWwYAiABKAkSFAoMYnZuX3ZlcmlmaWVkGAMgASgIEhQKDG5pbl92ZXJpZmllZBgEIAEoCBIWCg5waG9uZV92ZXJpZmllZBgFIAEoCBIYChBhZGRyZXNzX3ZlcmlmaWVkGAYgASgIEhgKEGxpdmVuZXNzX2NoZWNrZWQYByABKAgSLwoLdmVyaWZpZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjsKEFVwc2VydEt5Y1JlcXVlc3QSJwoHdXBkYXRlcxgBIAMoCzIWLmludGVybmFsLnYxLkt5Y1VwZGF0ZSIkChFVcHNlcnRLeWNSZXNwb25zZRIPCgd1cGRhdGVkGAEgASgFIi8KG1JlYnVpbGRMZWRnZXJSb2xsdXBzUmVxdWVzdBIQCgh1c2VyX2lkcxgBIAMoCSJVChxSZWJ1aWxkTGVkZ2VyUm9sbHVwc1Jlc3BvbnNlEg8KB2VudHJpZXMYASABKAUSDAoEZGF5cxgCIAEoBRIWCg5jb3VudGVycGFydGllcxgDIAEoBTKNAwoNSW5nZXN0U2VydmljZRJoChNJbmdlc3RMZWRnZXJFbnRyaWVzEicuaW50ZXJuYWwudjEuSW5nZXN0TGVkZ2VyRW50cmllc1JlcXVlc3QaKC5pbnRlcm5hbC52MS5Jbmdlc3RMZWRnZXJFbnRyaWVzUmVzcG9uc2USWQoOVXBzZXJ0U3RhbmRpbmcSIi5pbnRlcm5hbC52MS5VcHNlcnRTdGFuZGluZ1JlcXVlc3QaIy5pbnRlcm5hbC52MS5VcHNlcnRTdGFuZGluZ1Jlc3BvbnNlEkoKCVVwc2VydEt5YxIdLmludGVybmFsLnYxLlVwc2VydEt5Y1JlcXVlc3QaHi5pbnRlcm5hbC52MS5VcHNlcnRLeWNSZXNwb25zZRJrChRSZWJ1aWxkTGVkZ2VyUm9sbHVwcxIoLmludGVybmFsLnYxLlJlYnVpbGRMZWRnZXJSb2xsdXBzUmVxdWVzdBopLmludGVybmFsLnYxLlJlYnVpbGRMZWRnZXJSb2xsdXBzUmVzcG9uc2VC6wEKI2NvbS5wYXJ0bmVydW5kZXJ3cml0aW5nLmludGVybmFsLnYxQgtJbmdlc3RQcm90b1ABWkFnaXRodWIuY29tL3BhcnRuZXItdW5kZXJ3cml0aW5nL2FwaS9nZW4vZ28vaW50ZXJuYWwvdjE7aW50ZXJuYWx2MaICA1BVSaoCH1BhcnRuZXJVbmRlcndyaXRpbmcuSW50ZXJuYWwuVjG6AgNQVUnKAh9QYXJ0bmVyVW5kZXJ3cml0aW5nXEludGVybmFsXFYx6gIhUGFydG5lclVuZGVyd3JpdGluZzo6SW50ZXJuYWw6OlYxYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * LedgerEntry is one movement of money on a user's account.
@@ -432,6 +432,62 @@ export const UpsertKycResponseSchema: GenMessage<UpsertKycResponse> = /*@__PURE_
   messageDesc(file_internal_v1_ingest, 8);
 
 /**
+ * RebuildLedgerRollupsRequest names the users.
+ *
+ * @generated from message internal.v1.RebuildLedgerRollupsRequest
+ */
+export type RebuildLedgerRollupsRequest = Message<"internal.v1.RebuildLedgerRollupsRequest"> & {
+  /**
+   * 1 to 100 users, each known (UpsertUser first).
+   *
+   * @generated from field: repeated string user_ids = 1;
+   */
+  userIds: string[];
+};
+
+/**
+ * Describes the message internal.v1.RebuildLedgerRollupsRequest.
+ * Use `create(RebuildLedgerRollupsRequestSchema)` to create a new message.
+ */
+export const RebuildLedgerRollupsRequestSchema: GenMessage<RebuildLedgerRollupsRequest> = /*@__PURE__*/
+  messageDesc(file_internal_v1_ingest, 9);
+
+/**
+ * RebuildLedgerRollupsResponse counts what was folded.
+ *
+ * @generated from message internal.v1.RebuildLedgerRollupsResponse
+ */
+export type RebuildLedgerRollupsResponse = Message<"internal.v1.RebuildLedgerRollupsResponse"> & {
+  /**
+   * Raw entries read.
+   *
+   * @generated from field: int32 entries = 1;
+   */
+  entries: number;
+
+  /**
+   * Daily roll-up rows written (one per user, UTC day and scope).
+   *
+   * @generated from field: int32 days = 2;
+   */
+  days: number;
+
+  /**
+   * Counterparty rows written (one per user, direction, counterparty and scope).
+   *
+   * @generated from field: int32 counterparties = 3;
+   */
+  counterparties: number;
+};
+
+/**
+ * Describes the message internal.v1.RebuildLedgerRollupsResponse.
+ * Use `create(RebuildLedgerRollupsResponseSchema)` to create a new message.
+ */
+export const RebuildLedgerRollupsResponseSchema: GenMessage<RebuildLedgerRollupsResponse> = /*@__PURE__*/
+  messageDesc(file_internal_v1_ingest, 10);
+
+/**
  * IngestService is how the platform feeds the data snapshots are made of. Every call is idempotent by the
  * platform's own ids: sending the same entry twice changes nothing.
  *
@@ -469,6 +525,18 @@ export const IngestService: GenService<{
     methodKind: "unary";
     input: typeof UpsertKycRequestSchema;
     output: typeof UpsertKycResponseSchema;
+  },
+  /**
+   * Rebuilds users' daily roll-ups and counterparty index from their raw entries, with the statement ingest
+   * uses (an operator's repair: `npm run cli -- ledger rebuild --user U`). Idempotent. Ingest waits while it
+   * runs; when the ledger cannot be locked within 5 s it answers UNAVAILABLE and may be retried.
+   *
+   * @generated from rpc internal.v1.IngestService.RebuildLedgerRollups
+   */
+  rebuildLedgerRollups: {
+    methodKind: "unary";
+    input: typeof RebuildLedgerRollupsRequestSchema;
+    output: typeof RebuildLedgerRollupsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_internal_v1_ingest, 0);

@@ -93,7 +93,8 @@ function hasSqlState(err: unknown, state: string): boolean {
 
 /**
  * True when no pooled connection came free within DB_ACQUIRE_TIMEOUT_MS (pg-pool's wording), or PostgreSQL
- * cancelled a statement or a transaction at its time-out: the request did not commit and may be retried.
+ * cancelled a statement or a transaction at its time-out, or a lock at `lock_timeout`: the request did not
+ * commit and may be retried.
  */
 export function isPoolExhausted(err: unknown): boolean {
   for (
@@ -101,7 +102,7 @@ export function isPoolExhausted(err: unknown): boolean {
     e && depth < 5;
     depth++
   ) {
-    if (e.code === "57014" || e.code === "25P03") return true;
+    if (e.code === "57014" || e.code === "25P03" || e.code === "55P03") return true;
     if (typeof e.message === "string" && e.message.includes("timeout exceeded when trying to connect"))
       return true;
     e = e.cause as typeof e;

@@ -1,0 +1,278 @@
+// `npm run bench:scale`: the same figures at 1× and at BENCH_SCALE_FACTOR× (10) today's bench data, in one run,
+// side by side, with their ratio (issue: ten times the data, the same speed). Not a test.
+//
+// The data set (bench/scale-data.ts) is written straight into an embedded PostgreSQL by set-based SQL; the
+// ledger's roll-ups are then rebuilt by the service itself (RebuildLedgerRollups, the operator's `ledger
+// rebuild`), and a sample is checked against a fresh sum of the raw entries. At each size: ingest entries/s over
+// the internal gRPC API into the full tables; full-scope snapshot reads (windows 30/90/365 days, 100 heavy
+// traders and 1,000 others, the same number at each size, drawn from all the users) at 200 req/s and at
+// saturation, beside a bare node:http server answering the same bytes; a partner's list pages; one retention
+// pass over a month of expired events with reads running; bytes on disk per ledger entry and per event.
+// The service runs as ROLE=api (no worker: nothing else purges or delivers meanwhile).
+//
+// BENCH_SCALE_UNIT (1) scales the unit for quick runs (0.05: 500 users, 5 partners); BENCH_SECONDS (15) is the
+// length of each load. Prints one table of every figure against its bar, and removes its data.
+import { randomBytes, randomInt } from "node:crypto";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { createClient, type Interceptor } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import pg from "pg";
+import { ApiKeyService } from "../gen/internal/v1/api_keys_pb.ts";
+import { IngestService } from "../gen/internal/v1/ingest_pb.ts";
+import { ConsentAdminService } from "../gen/internal/v1/users_pb.ts";
+import { defaultPoolSize } from "../src/config.ts";
+import { scopes } from "../src/consent/scopes.ts";
+import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
+import { createLogger } from "../src/platform/logger.ts";
+import { entriesOf, grow, partnerId, unitShape, userId } from "./scale-data.ts";
+import {
+  type Bench,
+  bytesPerRow,
+  ingestRate,
+  listPages,
+  retentionPass,
+  snapshotPaths,
+  snapshotReads,
+} from "./scale-measure.ts";
+import { load, printTable, report, startBareServer, startService } from "./support.ts";
+
+const UNIT = Number(process.env.BENCH_SCALE_UNIT ?? 1);
+const FACTOR = Number(process.env.BENCH_SCALE_FACTOR ?? 10);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 15);
+const RETENTION_DAYS = 365;
+const shape = unitShape(UNIT);
+
+const logger = createLogger({ level: "warn", write: (l) => process.stderr.write(`${l}\n`) });
+const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "partner-api-bench-db-"));
+await fs.chmod(dataDir, 0o755);
+const db = await startEmbeddedPostgres({ dataDir, database: "bench", logger });
+const internalToken = randomBytes(24).toString("base64url");
+const service = await startService({
+  DATABASE_URL: db.url,
+  MASTER_KEY: randomBytes(32).toString("hex"),
+  INTERNAL_TOKEN: internalToken,
+  ROLE: "api",
+  DB_POOL_SIZE: String(defaultPoolSize(true)),
+});
+const pool = new pg.Pool({ connectionString: db.url, max: 3 });
+const log = (msg: string) =>
+  process.stderr.write(`[bench:scale ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+
+try {
+  const auth: Interceptor = (next) => (req) => {
+    req.header.set("authorization", `Bearer ${internalToken}`);
+    return next(req);
+  };
+  const transport = createGrpcTransport({ baseUrl: service.internalUrl, interceptors: [auth] });
+  const ingest = createClient(IngestService, transport);
+  const consents = createClient(ConsentAdminService, transport);
+  const now = Date.now();
+
+  /** Grows the data set to `to` units, rebuilds the new users' roll-ups through the service, checks a sample. */
+  const build = async (from: number, to: number) => {
+    const started = performance.now();
+    await grow(pool, shape, from, to, now);
+    const written = performance.now();
+    const [u0, u1] = [Math.round(from * shape.users), Math.round(to * shape.users)];
+    const calls: string[][] = [];
+    for (let u = u0; u < u1; u += 100)
+      calls.push(Array.from({ length: Math.min(100, u1 - u) }, (_, k) => userId(u + k)));
+    let folded = 0;
+    await Promise.all(
+      Array.from({ length: 2 }, async () => {
+        for (let ids = calls.shift(); ids; ids = calls.shift())
+          folded += (await ingest.rebuildLedgerRollups({ userIds: ids })).entries;
+      }),
+    );
+    const rebuilt = performance.now();
+    // A sample of users, heavy traders among them: their roll-ups against a fresh sum of their raw entries.
+    const sample = [u0, ...Array.from({ length: 19 }, () => randomInt(u0, u1))].map(userId);
+    const { rows } = await pool.query<{ n: number }>(
+      `select count(*)::int as n from (
+         (select user_id, day, scope, inflow_kobo, inflow_count, outflow_kobo, outflow_count from ledger_daily
+           where user_id = any($1::text[])
+          except
+          select user_id, day, scope, coalesce(sum(amount_kobo) filter (where direction = 'IN'), 0),
+                 count(*) filter (where direction = 'IN'), coalesce(sum(amount_kobo) filter (where direction = 'OUT'), 0),
+                 count(*) filter (where direction = 'OUT')
+            from ledger_entries where user_id = any($1::text[]) group by user_id, day, scope)
+         union all
+         (select user_id, day, scope, 0::bigint, 0, 0::bigint, 0 from ledger_entries where user_id = any($1::text[])
+          except select user_id, day, scope, 0::bigint, 0, 0::bigint, 0 from ledger_daily where user_id = any($1::text[]))
+       ) wrong`,
+      [sample],
+    );
+    return {
+      writeSeconds: Math.round((written - started) / 1000),
+      rebuildSeconds: Math.round((rebuilt - written) / 1000),
+      folded,
+      sampleMismatches: rows[0]?.n ?? -1,
+    };
+  };
+
+  const reader = await partnerId(pool, 0);
+  const { key } = await createClient(ApiKeyService, transport).issueApiKey({
+    partnerId: reader,
+    environment: "production",
+  });
+  const bench: Bench = {
+    pool,
+    databaseUrl: db.url,
+    partnerUrl: service.partnerUrl,
+    key,
+    shape,
+    now,
+    seconds: SECONDS,
+  };
+
+  /** Every figure at `factor` units. */
+  const measure = async (factor: number, from: number) => {
+    log(`building ${factor}×`);
+    const built = await build(from, factor);
+    const users = Math.round(factor * shape.users);
+    log(`ingest at ${factor}×`);
+    const ingested = await ingestRate(ingest, users, 200_000, String(factor));
+    // The readers: 100 heavy traders and 1,000 others, drawn from all the users at this size.
+    const heavy = Math.ceil(users / shape.heavyEvery);
+    const readers = [
+      ...Array.from({ length: Math.min(100, heavy) }, () => randomInt(heavy) * shape.heavyEvery),
+      ...Array.from({ length: 1_000 }, () => randomInt(users)),
+    ];
+    for (let i = 0; i < readers.length; i += 20)
+      await Promise.all(
+        readers.slice(i, i + 20).map((u) =>
+          consents.grantConsent({
+            userId: userId(u),
+            partnerId: reader,
+            scopes: [...scopes],
+            ledgerWindowDays: 90,
+            maxLedgerWindowDays: 365,
+          }),
+        ),
+      );
+    for (let i = 0; i < readers.length; i += 500) {
+      const slice = readers.slice(i, i + 500).map(userId);
+      const asOf = timestampFromDate(new Date());
+      await ingest.upsertStanding({
+        updates: slice.map((u) => ({ userId: u, tier: "Established", score: 600, scoreVersion: "v3", asOf })),
+      });
+      await ingest.upsertKyc({
+        updates: slice.map((u) => ({ userId: u, level: "FULL", bvnVerified: true })),
+      });
+    }
+    await pool.query("vacuum (analyze)");
+    await pool.query("checkpoint");
+    const disk = await bytesPerRow(pool, entriesOf(shape, factor) + ingested.entries);
+    log(`reads at ${factor}×`);
+    const paths = snapshotPaths(readers);
+    const reads = await snapshotReads(bench, paths);
+    const lists = await listPages(bench);
+    log(`retention at ${factor}×`);
+    const retention = await retentionPass(bench, factor, RETENTION_DAYS, paths, 300_000);
+    const figures = {
+      factor,
+      users,
+      entries: entriesOf(shape, factor),
+      ...built,
+      ingested: ingested.entries,
+      entriesPerSecond: ingested.entriesPerSecond,
+      ...reads,
+      lists,
+      retention,
+      ...disk,
+    };
+    report({ bench: "scale", ...figures });
+    return figures;
+  };
+
+  const one = await measure(1, 0);
+  const big = await measure(FACTOR, 1);
+
+  // The ceiling: a bare node:http server answering a snapshot's bytes.
+  const sample = await fetch(`${service.partnerUrl}${snapshotPaths([0])[2]}`, {
+    headers: { authorization: `Bearer ${key}` },
+  });
+  const bare = await startBareServer(await sample.text(), { "content-type": "application/json" });
+  const ceiling = await load(`${bare.url}/`, { connections: 50, seconds: SECONDS });
+  bare.stop();
+
+  const x = `${FACTOR}×`;
+  const ratio = (a: number, b: number) => Number((b / a).toFixed(2));
+  const rows: Record<string, unknown>[] = [
+    {
+      figure: "data written (s), roll-ups rebuilt by the service (s)",
+      at1: `${one.writeSeconds}, ${one.rebuildSeconds}`,
+      [`at${FACTOR}`]: `${big.writeSeconds}, ${big.rebuildSeconds}`,
+      bar: "sample equals a fresh sum",
+      meets: one.sampleMismatches === 0 && big.sampleMismatches === 0,
+    },
+    { figure: "ledger entries", at1: one.entries, [`at${FACTOR}`]: big.entries, bar: "-", meets: true },
+    {
+      figure: "ingest entries/s",
+      at1: one.entriesPerSecond,
+      [`at${FACTOR}`]: big.entriesPerSecond,
+      ratio: ratio(one.entriesPerSecond, big.entriesPerSecond),
+      bar: `>= 20000 at ${x}`,
+      meets: big.entriesPerSecond >= 20_000,
+    },
+    {
+      figure: "snapshot p50 / p99 ms at 200 req/s",
+      at1: `${one.p50Ms} / ${one.p99Ms}`,
+      [`at${FACTOR}`]: `${big.p50Ms} / ${big.p99Ms}`,
+      ratio: ratio(one.p99Ms, big.p99Ms),
+      bar: `p99 at ${x} <= 1.25 × at 1×`,
+      meets: big.p99Ms <= 1.25 * one.p99Ms && big.non2xx === 0,
+    },
+    {
+      figure: "snapshot saturation req/s (50 connections)",
+      at1: one.perSecond,
+      [`at${FACTOR}`]: big.perSecond,
+      ratio: ratio(one.perSecond, big.perSecond),
+      bareHttp: ceiling.requestsPerSecond,
+      ofBare: Number((big.perSecond / ceiling.requestsPerSecond).toFixed(3)),
+      bar: `>= 0.8 × 1× and >= 2000 at ${x}`,
+      meets: big.perSecond >= 0.8 * one.perSecond && big.perSecond >= 2_000,
+    },
+    ...Object.keys(big.lists).map((name) => ({
+      figure: `list page p99 ms: ${name}`,
+      at1: one.lists[name],
+      [`at${FACTOR}`]: big.lists[name],
+      bar: `<= 25 at ${x}`,
+      meets: (big.lists[name] ?? Infinity) <= 25,
+    })),
+    {
+      figure: "retention pass over a month of expired events (s)",
+      at1: `${one.retention.seconds} (${one.retention.eventsDeleted} events)`,
+      [`at${FACTOR}`]: `${big.retention.seconds} (${big.retention.eventsDeleted} events)`,
+      readsP99: `${one.retention.readP99Ms} / ${big.retention.readP99Ms}`,
+      left: big.retention.eventsLeft,
+      bar: `< 5 s at ${x}, nothing left`,
+      meets: big.retention.seconds < 5 && big.retention.eventsLeft === 0 && one.retention.eventsLeft === 0,
+    },
+    {
+      figure: "bytes per ledger entry (entries + roll-ups)",
+      at1: one.bytesPerEntry,
+      [`at${FACTOR}`]: big.bytesPerEntry,
+      bar: "-",
+      meets: true,
+    },
+    {
+      figure: "bytes per event (+ deliveries, attempts)",
+      at1: one.bytesPerEvent,
+      [`at${FACTOR}`]: big.bytesPerEvent,
+      database: `${one.databaseGb} / ${big.databaseGb} GB`,
+      bar: "-",
+      meets: true,
+    },
+  ].map((r) => ({ bench: "scale", ...r }));
+  printTable(rows);
+  process.exitCode = rows.every((r) => r.meets) ? 0 : 1;
+} finally {
+  await pool.end();
+  await service.stop();
+  await db.stop();
+  await fs.rm(dataDir, { recursive: true, force: true });
+}

@@ -1,0 +1,127 @@
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { bruteForceWindow, generateEntries, ingestEntries } from "../factories/ledger.ts";
+import { createPartner, type PartnerFixture } from "../factories/partners.ts";
+import { createUser } from "../factories/users.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { rest } from "../support/clients.ts";
+import { PROCESS_TEST_TIMEOUT_MS, runCli } from "../support/process.ts";
+
+// The operator's repair of a user's ledger roll-ups: `npm run cli -- ledger rebuild --user U` folds the raw
+// entries again with ingest's own statement, so a snapshot reads what the entries say, however the roll-ups
+// were damaged, and a rebuild racing ingest loses nothing and counts nothing twice.
+
+let t: TestApp;
+let p: PartnerFixture;
+let db: pg.Client;
+beforeAll(async () => {
+  t = await startTestApp();
+  p = await createPartner(t);
+  db = new pg.Client({ connectionString: t.databaseUrl });
+  await db.connect();
+});
+afterAll(async () => {
+  await db?.end();
+  await t?.stop();
+});
+
+const cli = (...args: string[]) =>
+  runCli(args, { INTERNAL_URL: t.internalUrl, INTERNAL_TOKEN: t.internalToken, DATA_DIR: "" });
+const windowOf = async (userId: string, days: number) => {
+  const res = await rest(
+    t.partnerUrl,
+    "GET",
+    `/partner/v1/users/${userId}/snapshot?ledger_window_days=${days}`,
+    {
+      key: p.sandboxKey,
+    },
+  );
+  expect(res.status).toBe(200);
+  return res.body.ledgerWindow;
+};
+const trader = async () => {
+  const u = await createUser(t, { segment: "trader" });
+  await t.internal.consents.grantConsent({
+    userId: u.userId,
+    partnerId: p.partnerId,
+    scopes: ["ledger"],
+    ledgerWindowDays: 365,
+    maxLedgerWindowDays: 365,
+  });
+  return u.userId;
+};
+const rollups = async (userId: string) =>
+  (
+    await db.query(
+      `select day::text, scope, inflow_kobo::text, inflow_count, outflow_kobo::text, outflow_count
+         from ledger_daily where user_id = $1 order by day, scope`,
+      [userId],
+    )
+  ).rows;
+
+describe("ledger rebuild", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
+  it("restores damaged roll-ups from the raw entries, and a second run writes the same rows", async () => {
+    const userId = await trader();
+    const entries = generateEntries(userId, 800, 400, 60);
+    await ingestEntries(t, entries);
+    const healthy = await rollups(userId);
+    // Damage: a third of the days gone, the rest doubled, the counterparty index emptied.
+    await db.query("delete from ledger_daily where user_id = $1 and extract(day from day)::int % 3 = 0", [
+      userId,
+    ]);
+    await db.query(
+      "update ledger_daily set inflow_kobo = inflow_kobo * 2, outflow_count = outflow_count + 1 where user_id = $1",
+      [userId],
+    );
+    await db.query("delete from ledger_counterparties where user_id = $1", [userId]);
+    expect(await windowOf(userId, 365)).not.toEqual(bruteForceWindow(entries, 365));
+
+    const run = await cli("ledger", "rebuild", "--user", userId, "--json");
+    expect(run.code, run.stderr).toBe(0);
+    const day = (d: Date) => d.toISOString().slice(0, 10);
+    expect(JSON.parse(run.stdout)).toEqual({
+      users: 1,
+      entries: 800,
+      days: new Set(entries.map((e) => day(e.occurredAt))).size,
+      counterparties: new Set(entries.map((e) => `${e.direction}:${e.counterpartyId}`)).size,
+    });
+    for (const days of [30, 90, 365])
+      expect(await windowOf(userId, days)).toEqual(bruteForceWindow(entries, days));
+    expect(await rollups(userId)).toEqual(healthy);
+
+    const again = await cli("ledger", "rebuild", "--user", userId);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toContain("rebuilt the roll-ups of 1 user from 800 ledger entries");
+    expect(await rollups(userId)).toEqual(healthy);
+  });
+
+  it("loses and doubles nothing when ingest of the same user runs during the rebuild", async () => {
+    const userId = await trader();
+    const first = generateEntries(userId, 2_000, 200, 50);
+    await ingestEntries(t, first);
+    const later = generateEntries(userId, 2_000, 200, 50);
+    // Eight ingest batches and twelve rebuilds of the same user at once, in no set order.
+    const rebuilds = Array.from({ length: 12 }, () =>
+      t.internal.ingest.rebuildLedgerRollups({ userIds: [userId] }),
+    );
+    const batches = Array.from({ length: 8 }, (_, i) =>
+      ingestEntries(t, later.slice(i * 250, (i + 1) * 250)),
+    );
+    await Promise.all([...rebuilds, ...batches]);
+    for (const days of [30, 365])
+      expect(await windowOf(userId, days)).toEqual(bruteForceWindow([...first, ...later], days));
+  });
+
+  it("refuses unknown users, too many at once, and a call without users", async () => {
+    const unknown = await cli("ledger", "rebuild", "--user", "usr_nobody_here");
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toContain("unknown users: usr_nobody_here");
+    const many = Array.from({ length: 101 }, (_, i) => `usr_many${i}`).join(",");
+    const tooMany = await cli("ledger", "rebuild", "--user", many);
+    expect(tooMany.code).not.toBe(0);
+    expect(tooMany.stderr).toContain("at most 100 users per call");
+    const none = await cli("ledger", "rebuild");
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain("--user is required");
+  });
+});
