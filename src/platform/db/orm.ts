@@ -101,6 +101,12 @@ export async function createOrm(options: OrmOptions): Promise<Orm> {
       },
     },
     allowGlobalContext: false,
+    // Filters (the tenant filter) apply to the entity queried, never through its relations: by default MikroORM
+    // joins every many-to-one whose target has a filter, to filter the target too, and a page of deliveries
+    // joined events, webhooks and the deliveries they replay before its `limit` (31 ms for 50 rows with 180,000
+    // deliveries, 1.9 s at p99 in bench:scale). A relation never crosses tenants, so the join adds nothing.
+    filtersOnRelations: false,
+    autoJoinRefsForFilters: false,
     ensureDatabase: false,
     debug: false,
     logger: (message) => logger.debug("orm", { message }),
