@@ -254,13 +254,16 @@ describe("retries", () => {
     }
     expect(starts.at(-1)).toBe(created + retrySchedule.windowMs);
     expect(all.length).toBeGreaterThanOrEqual(retrySchedule.delaysMs.length + 12);
-    // Long after: nothing is due, nothing is swept, nothing is sent.
-    const received = receiver.received.length;
+    // Long after: nothing is due, nothing is swept, nothing is sent. Only this delivery's requests are counted
+    // (the clock's jumps make earlier tests' deliveries due too), and against its recorded attempts: a request
+    // can reach the receiver after its attempt timed out, when the machine is busy.
+    const sentOfThis = () =>
+      receiver.received.filter((r) => r.headers["x-service-delivery-id"] === d.id).length;
     clock.advance(30 * ms.day);
     await t.app.services.deliveryWorker.sweep(t.app.orm.em.fork());
     await t.app.services.deliveryWorker.processBatch(t.app.orm.em.fork(), [d.id]);
     expect((await attempts(d.id)).length).toBe(all.length);
-    expect(receiver.received.length).toBe(received);
+    expect(sentOfThis()).toBeLessThanOrEqual(all.length);
     receiver.release();
     receiver.answer = () => ({ status: 200 });
   });
