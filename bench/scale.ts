@@ -25,8 +25,12 @@ import { IngestService } from "../gen/internal/v1/ingest_pb.ts";
 import { ConsentAdminService } from "../gen/internal/v1/users_pb.ts";
 import { defaultPoolSize } from "../src/config.ts";
 import { scopes } from "../src/consent/scopes.ts";
+import { schema } from "../src/entities.ts";
 import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
+import { createOrm } from "../src/platform/db/orm.ts";
+import { ensurePartitions } from "../src/platform/db/partitions.ts";
 import { createLogger } from "../src/platform/logger.ts";
+import { ATTEMPTS, DELIVERIES, EVENTS } from "../src/webhooks/webhook-partition.repository.ts";
 import { entriesOf, grow, partnerId, unitShape, userId } from "./scale-data.ts";
 import {
   type Bench,
@@ -70,6 +74,12 @@ try {
   const ingest = createClient(IngestService, transport);
   const consents = createClient(ConsentAdminService, transport);
   const now = Date.now();
+  // The history is back-dated: its months need their partitions (the service makes this month's and the next
+  // two), made as the housekeeping makes them.
+  const orm = await createOrm({ databaseUrl: db.url, schema, poolSize: 1, logger });
+  for (const t of [EVENTS, DELIVERIES, ATTEMPTS])
+    await ensurePartitions(orm.em.fork(), t, new Date(now - 450 * 86_400_000), new Date(now));
+  await orm.close();
 
   /** Grows the data set to `to` units, rebuilds the new users' roll-ups through the service, checks a sample. */
   const build = async (from: number, to: number) => {

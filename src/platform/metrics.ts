@@ -5,38 +5,15 @@
  * Node.js metrics. Label values are bounded by the callers (route templates, never raw URLs or ids).
  */
 import { collectDefaultMetrics, Gauge, Histogram, Counter as PromCounter, Registry } from "prom-client";
+import {
+  Counter,
+  latencyBuckets,
+  outcomeCounters,
+  refusalCounters,
+  webhookMetrics,
+} from "./metrics-families.ts";
 
-/** The `method` label's values: the standard methods, then `other` for anything else a client sends. */
-const METHOD_LABELS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"] as const;
-const METHOD_INDEX = new Map<string, number>(METHOD_LABELS.map((m, i) => [m, i]));
-const OTHER_METHOD = METHOD_LABELS.length - 1;
-
-/** Latency buckets, in seconds, from 1 ms to 30 s. */
-export const latencyBuckets = [
-  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
-] as const;
-
-/** A monotonically increasing count, by its label names' values. */
-export class Counter<L extends string = string> {
-  readonly #counter: PromCounter<L>;
-  constructor(registry: Registry, name: string, help: string, labelNames: readonly L[]) {
-    this.#counter = new PromCounter({ name, help, labelNames, registers: [registry] });
-  }
-  inc(labels: Record<L, string>, by = 1): void {
-    this.#counter.inc(labels, by);
-  }
-  /** The current value for these labels (tests read it). */
-  async get(labels: Record<L, string>): Promise<number> {
-    const { values } = await this.#counter.get();
-    const wanted = Object.entries(labels);
-    const found = values.find(
-      (v) =>
-        Object.keys(v.labels).length === wanted.length &&
-        wanted.every(([k, value]) => v.labels[k as L] === value),
-    );
-    return found?.value ?? 0;
-  }
-}
+export { Counter, latencyBuckets };
 
 type RequestLabel = "listener" | "face" | "route" | "method" | "status";
 type LatencyLabel = "listener" | "face" | "route";
@@ -57,6 +34,11 @@ interface Sample {
   value: number;
   metricName?: string;
 }
+
+/** The `method` label's values: the standard methods, then `other` for anything else a client sends. */
+const METHOD_LABELS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"] as const;
+const METHOD_INDEX = new Map<string, number>(METHOD_LABELS.map((m, i) => [m, i]));
+const OTHER_METHOD = METHOD_LABELS.length - 1;
 
 /**
  * Requests: a count per listener, face, route, method and status, and a latency histogram per listener,
@@ -242,101 +224,6 @@ async function render(registry: Registry): Promise<string> {
     }
   }
   return `${parts.join("\n")}\n`;
-}
-
-/** Connections and limits: what the listeners and the rate limits refuse. */
-function refusalCounters(registry: Registry) {
-  return {
-    connectionsRefused: new Counter(
-      registry,
-      "http_connections_refused_total",
-      "New connections closed at once by a connection cap, by listener and reason (listener_limit, address_limit).",
-      ["listener", "reason"],
-    ),
-    connectionsEvicted: new Counter(
-      registry,
-      "http_connections_evicted_total",
-      "Idle connections (no request in flight), closed to admit a new one at their listener's cap, by listener.",
-      ["listener"],
-    ),
-    rateLimitRejections: new Counter(
-      registry,
-      "rate_limit_rejections_total",
-      "Requests refused with 429 rate_limited, by class (read or write).",
-      ["class"],
-    ),
-    expensiveLimitRejections: new Counter(
-      registry,
-      "expensive_limit_rejections_total",
-      "Requests refused with 429 by a limit on expensive work, by limit (snapshot_concurrency, user_daily_disbursements, webhook_sends).",
-      ["limit"],
-    ),
-  };
-}
-
-/** Webhook deliveries: attempts, their timing, and deliveries put off. */
-function webhookMetrics(registry: Registry) {
-  const histogram = <L extends string>(name: string, help: string, labelNames: L[]) =>
-    new Histogram<L>({ name, help, labelNames, buckets: [...latencyBuckets], registers: [registry] });
-  return {
-    webhookAttempts: new Counter(
-      registry,
-      "webhook_delivery_attempts_total",
-      "Webhook delivery attempts by outcome: delivered, retrying (failed, another attempt planned), given_up.",
-      ["outcome"],
-    ),
-    webhookLatency: histogram(
-      "webhook_delivery_attempt_duration_seconds",
-      "Time a delivery attempt took, connection to response, by outcome.",
-      ["outcome"],
-    ),
-    webhookFirstAttemptDelay: histogram(
-      "webhook_event_to_first_attempt_seconds",
-      "Time from an event's creation to the first attempt at delivering it.",
-      [],
-    ),
-    webhookAttemptLateness: histogram(
-      "webhook_delivery_attempt_lateness_seconds",
-      "How late a scheduled attempt (a retry, or a delivery moved to a later time) started after its planned time.",
-      [],
-    ),
-    webhookDeferred: new Counter(
-      registry,
-      "webhook_deliveries_deferred_total",
-      "Deliveries moved to a later time instead of being attempted at once, by reason: capacity (its subscription or partner at its limit in flight), circuit (its subscription's circuit open).",
-      ["reason"],
-    ),
-  };
-}
-
-/** Money moved, rows purged, and calls made where they must not be. */
-function outcomeCounters(registry: Registry) {
-  return {
-    payouts: new Counter(
-      registry,
-      "payouts_total",
-      "Payout outcomes recorded by this process, by environment and outcome (delivered, failed, reversed).",
-      ["environment", "outcome"],
-    ),
-    debits: new Counter(
-      registry,
-      "debits_total",
-      "Repayment debit outcomes recorded by this process, by environment and outcome (collected, failed, retrying).",
-      ["environment", "outcome"],
-    ),
-    retentionPurged: new Counter(
-      registry,
-      "retention_purged_rows_total",
-      "Rows deleted by the retention purge, by table (a fixed set: the tables the purge deletes from).",
-      ["table"],
-    ),
-    networkInTransaction: new Counter(
-      registry,
-      "network_calls_in_transaction_total",
-      "Outbound calls (dns, http, fetch) that started while a database transaction was open: each is a bug that could drain the pool; the log line says where.",
-      ["kind"],
-    ),
-  };
 }
 
 /** The service's metrics, one set per process (per service, where a test runs several in one process). */

@@ -61,11 +61,28 @@ export interface PurgeStep {
    * expiry is their end, such as portal sessions).
    */
   retention: "default" | "sandbox" | "ledger" | "audit" | "now";
+  /**
+   * Where the step's tables are monthly partitions: drops the months wholly past the cut-off before any batch
+   * runs (outside a transaction: a partition is detached concurrently), so that a month's backlog costs a drop,
+   * not its rows; the batches then delete the edges row by row.
+   */
+  dropWhole?(em: Em, cutoff: Date): Promise<WholeMonths>;
   batch(tx: Em, cutoff: Date, limit: number): Promise<PurgeBatch>;
 }
 
-/** What one run did, per step: batches run and rows deleted per table. */
-export type PurgeReport = Record<string, { batches: number; deleted: Partial<Record<PurgedTable, number>> }>;
+/** What a step's {@link PurgeStep.dropWhole} did. */
+export interface WholeMonths {
+  /** The partitions dropped (`<table>_<yyyy>_<mm>`, or `<table>_before`). */
+  dropped: string[];
+  /** Rows deleted one by one on the way, per table. */
+  deleted: Partial<Record<PurgedTable, number>>;
+}
+
+/** What one run did, per step: partitions dropped, batches run and rows deleted per table. */
+export type PurgeReport = Record<
+  string,
+  { dropped: string[]; batches: number; deleted: Partial<Record<PurgedTable, number>> }
+>;
 
 /** How long finished data is kept: the operator's settings (docs/operations.md "Retention"). */
 export interface RetentionPeriods {
@@ -102,6 +119,14 @@ export function createRetentionService(o: RetentionServiceOptions) {
   const budgetMs = o.budgetMs ?? 10 * ms.minute;
   // Every series exists from the start, at 0, so a rate over it is defined before the first purge.
   for (const table of PURGED_TABLES) o.metrics.retentionPurged.inc({ table }, 0);
+  /** Adds rows deleted to a step's report and to `retention_purged_rows_total`. */
+  const count = (done: PurgeReport[string], deleted: Partial<Record<PurgedTable, number>>) => {
+    for (const [table, n] of Object.entries(deleted) as [PurgedTable, number][]) {
+      if (n === 0) continue;
+      done.deleted[table] = (done.deleted[table] ?? 0) + n;
+      o.metrics.retentionPurged.inc({ table }, n);
+    }
+  };
   return {
     /** Purges everything past its retention as of the clock's now; returns what it did, per step. */
     async purge(em: Em): Promise<PurgeReport> {
@@ -116,18 +141,21 @@ export function createRetentionService(o: RetentionServiceOptions) {
       const deadline = Date.now() + budgetMs;
       const report: PurgeReport = {};
       for (const step of o.steps) {
-        const done: PurgeReport[string] = { batches: 0, deleted: {} };
+        const done: PurgeReport[string] = { dropped: [], batches: 0, deleted: {} };
         report[step.name] = done;
+        if (step.dropWhole) {
+          const whole = await step.dropWhole(em, cutoffs[step.retention]);
+          done.dropped = whole.dropped;
+          count(done, whole.deleted);
+          for (const name of whole.dropped)
+            o.metrics.retentionDroppedPartitions.inc({ table: name.replace(/_(before|\d{4}_\d{2})$/, "") });
+        }
         for (;;) {
           const batch = await em.transactional((tx) =>
             step.batch(tx, cutoffs[step.retention], o.retention.batchSize),
           );
           done.batches += 1;
-          for (const [table, n] of Object.entries(batch.deleted) as [PurgedTable, number][]) {
-            if (n === 0) continue;
-            done.deleted[table] = (done.deleted[table] ?? 0) + n;
-            o.metrics.retentionPurged.inc({ table }, n);
-          }
+          count(done, batch.deleted);
           if (batch.picked === 0) break;
           if (Date.now() > deadline) {
             o.logger.warn("retention purge stopped at its time budget; the next run goes on", {
@@ -137,7 +165,9 @@ export function createRetentionService(o: RetentionServiceOptions) {
           }
         }
       }
-      const deleted = Object.values(report).filter((r) => Object.keys(r.deleted).length > 0);
+      const deleted = Object.values(report).filter(
+        (r) => Object.keys(r.deleted).length > 0 || r.dropped.length > 0,
+      );
       if (deleted.length > 0) o.logger.info("purged rows past their retention", { report });
       return report;
     },

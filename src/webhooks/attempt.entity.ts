@@ -1,5 +1,4 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
-import { WebhookDeliveryEntity } from "./delivery.entity.ts";
 import { WebhookEntity } from "./webhook.entity.ts";
 
 /** One HTTP attempt of a delivery, kept for the partner's delivery log (old ones are pruned hourly). */
@@ -7,14 +6,13 @@ export const WebhookAttemptEntity = defineEntity({
   name: "WebhookAttempt",
   tableName: "webhook_attempts",
   properties: {
+    /**
+     * The delivery attempted: the partition key (attempts are monthly partitions by their delivery's id, dropped
+     * with it; no foreign key, webhook-partition.repository.ts), first in the primary key.
+     */
+    deliveryId: p.text().primary().fieldName("delivery_id"),
     /** `bigint generated always as identity`: the database numbers attempts. */
     id: p.bigint().primary().autoincrement().generated("identity"),
-    deliveryId: () =>
-      p
-        .manyToOne(WebhookDeliveryEntity)
-        .mapToPk()
-        .fieldName("delivery_id")
-        .foreignKeyName("webhook_attempts_delivery_id_fkey"),
     webhookId: () =>
       p
         .manyToOne(WebhookEntity)

@@ -3,6 +3,7 @@ import { sql } from "../platform/db/sql.ts";
 import { tenantOf } from "../platform/tenancy.ts";
 import { type WebhookAttempt, WebhookAttemptEntity } from "./attempt.entity.ts";
 import { type Event, EventEntity } from "./event.entity.ts";
+import { FIRST_DELIVERY_ID_SQL } from "./webhook-partition.repository.ts";
 
 /** One hour's attempts of a subscription. */
 export interface StatsBucket {
@@ -117,7 +118,7 @@ export const deliveryLogRepository = {
         where e.partner_id = $1 and e.environment = $2
           and ($3::text = '' or e.type = $3)
           and ($4::timestamptz is null or (e.created_at, e.id) < ($4::timestamptz, $5::text))
-          and exists (select 1 from webhook_deliveries d where d.event_id = e.id)
+          and exists (select 1 from webhook_deliveries d where d.event_id = e.id and d.id >= ${FIRST_DELIVERY_ID_SQL})
         order by e.created_at desc, e.id desc
         limit $6`,
       [t.partnerId, t.environment, type, cursor?.created_at ?? null, cursor?.id ?? "", limit + 1],

@@ -1,7 +1,6 @@
 import { defineEntity, type InferEntity, p } from "@mikro-orm/core";
 import { PartnerEntity } from "../partners/partner.entity.ts";
 import { environments, tenantFilter } from "../platform/tenancy.ts";
-import { EventEntity } from "./event.entity.ts";
 import { WebhookEntity } from "./webhook.entity.ts";
 
 /**
@@ -15,12 +14,11 @@ export const WebhookDeliveryEntity = defineEntity({
   filters: tenantFilter,
   properties: {
     id: p.text().primary(),
-    eventId: () =>
-      p
-        .manyToOne(EventEntity)
-        .mapToPk()
-        .fieldName("event_id")
-        .foreignKeyName("webhook_deliveries_event_id_fkey"),
+    /**
+     * The event delivered. No foreign key: events and deliveries are monthly partitions dropped whole
+     * (webhook-partition.repository.ts), which a key between them would forbid; retention keeps them consistent.
+     */
+    eventId: p.text().fieldName("event_id"),
     webhookId: () =>
       p
         .manyToOne(WebhookEntity)
@@ -50,15 +48,11 @@ export const WebhookDeliveryEntity = defineEntity({
     deliveredAt: p.datetime().nullable(),
     givenUpAt: p.datetime().nullable(),
     createdAt: p.datetime(),
-    /** The delivery this one replays, when a partner asked for a replay. */
-    replayOf: () =>
-      p
-        .manyToOne(WebhookDeliveryEntity)
-        .mapToPk()
-        .nullable()
-        .deleteRule("no action")
-        .fieldName("replay_of")
-        .foreignKeyName("webhook_deliveries_replay_of_fkey"),
+    /**
+     * The delivery this one replays, when a partner asked for a replay (no foreign key, as for `eventId`: the
+     * replayed delivery may be past retention and gone before its replay).
+     */
+    replayOf: p.text().nullable().fieldName("replay_of"),
   },
   checks: [
     {

@@ -2,6 +2,7 @@ import type { Em } from "../platform/db/orm.ts";
 import { deleteCounted } from "../platform/db/purge.ts";
 import { sql } from "../platform/db/sql.ts";
 import type { PurgeBatch, PurgeStep } from "../retention/retention.service.ts";
+import { dropExpiredMonths, FIRST_DELIVERY_ID_SQL } from "./webhook-partition.repository.ts";
 
 /**
  * The webhooks feature's retention (docs/operations.md "Retention"): what is deleted from its tables (webhooks,
@@ -38,13 +39,15 @@ const EVENT_DONE = `
   e.created_at < $1
   and not exists (
     select 1 from webhook_deliveries d
-     where d.event_id = e.id
+     where d.event_id = e.id and d.id >= ${FIRST_DELIVERY_ID_SQL}
        and (d.status in ('PENDING', 'FAILED') or coalesce(d.delivered_at, d.given_up_at, d.created_at) >= $1))`;
 
 /** Events past retention, with all their deliveries (replays included) and what is left of their attempts. */
 export const eventsPurge: PurgeStep = {
   name: "events",
   retention: "default",
+  // Whole months first (webhook-partition.repository.ts): a month's backlog is dropped, the batches take the edges.
+  dropWhole: dropExpiredMonths,
   async batch(tx, cutoff, limit): Promise<PurgeBatch> {
     // Oldest first through `events_by_age`; an event in use elsewhere (a replay being written holds a key
     // share on it) is skipped, not waited for.

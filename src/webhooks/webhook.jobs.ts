@@ -7,6 +7,7 @@ import { environments } from "../platform/tenancy.ts";
 import type { DeliveryWorker } from "./delivery.worker.ts";
 import { DELIVER_QUEUES } from "./outbox.service.ts";
 import { webhookRepository } from "./webhook.repository.ts";
+import { ensureWebhookPartitions } from "./webhook-partition.repository.ts";
 
 /** Attempts older than this are deleted by the hourly housekeeping (stats need 24 hours). */
 export const ATTEMPT_RETENTION_MS = 30 * ms.day;
@@ -24,7 +25,8 @@ export interface WebhookJobsOptions {
 
 /**
  * The webhook worker: wake-ups taken in batches from one queue per environment (woken by NOTIFY the moment a
- * delivery commits), the sweeper that re-queues overdue deliveries, and the hourly housekeeping of attempts.
+ * delivery commits), the sweeper that re-queues overdue deliveries, and the hourly housekeeping (the monthly
+ * partitions of the months ahead, old attempts).
  * A batch of wake-ups only claims its deliveries and hands them to the delivery worker, whose limits decide
  * when each is attempted: no job waits for an endpoint. Returns a function that stops the sweeper.
  */
@@ -50,9 +52,13 @@ export async function startWebhookJobs(o: WebhookJobsOptions): Promise<() => voi
         ),
     );
   }
+  // Partitions are by id, and ids carry the real time (platform/ids.ts), not the clock's: the months ahead are
+  // counted from the real now. Made at start too, so a worker that was down for a while catches up at once.
+  await ensureWebhookPartitions(o.orm.em.fork(), new Date());
   await o.jobs.work("webhooks.housekeeping", { batchSize: 1 }, async (em) => {
+    const partitions = await ensureWebhookPartitions(em, new Date());
     const before = new Date(o.clock.now().getTime() - ATTEMPT_RETENTION_MS);
-    return { attempts: await webhookRepository.purgeAttempts(em, before) };
+    return { partitions, attempts: await webhookRepository.purgeAttempts(em, before) };
   });
   await o.jobs.schedule("webhooks.housekeeping", "7 * * * *", {});
 

@@ -1,4 +1,5 @@
 import { LockMode } from "@mikro-orm/core";
+import { encodeTime } from "ulid";
 import type { Em } from "../platform/db/orm.ts";
 import { deleteInBatches } from "../platform/db/purge.ts";
 import { sql } from "../platform/db/sql.ts";
@@ -6,6 +7,7 @@ import { type Tenant, tenantOf } from "../platform/tenancy.ts";
 import { type WebhookDelivery, WebhookDeliveryEntity } from "./delivery.entity.ts";
 import { EventEntity } from "./event.entity.ts";
 import { type Webhook, WebhookEntity } from "./webhook.entity.ts";
+import { firstDeliveryIdOf } from "./webhook-partition.repository.ts";
 
 /** A delivery as partners see it: the row, with its event's type and test flag. */
 export type DeliveryView = WebhookDelivery & { eventType: string; test: boolean };
@@ -138,7 +140,11 @@ export const webhookRepository = {
   async findEvent(em: Em, id: string) {
     const event = await em.findOne(EventEntity, { id });
     if (!event) return null;
-    const deliveries = await em.find(WebhookDeliveryEntity, { eventId: id }, { orderBy: { id: "asc" } });
+    const deliveries = await em.find(
+      WebhookDeliveryEntity,
+      { eventId: id, id: { $gte: firstDeliveryIdOf(id) } },
+      { orderBy: { id: "asc" } },
+    );
     return {
       event,
       deliveries: deliveries.map((d) => Object.assign(d, { eventType: event.type, test: event.test })),
@@ -241,13 +247,16 @@ export const webhookRepository = {
     );
   },
 
-  /** Deletes attempts started before `before`, a batch at a time; returns how many. */
+  /**
+   * Deletes attempts started before `before`, a batch at a time; returns how many. An attempt starts after its
+   * delivery is created, so only the partitions of deliveries made before `before` are read.
+   */
   purgeAttempts(em: Em, before: Date, batch = 5_000): Promise<number> {
     return deleteInBatches(
       em,
-      `delete from webhook_attempts where id in (
-         select id from webhook_attempts where started_at < $1 limit $2) returning 1`,
-      [before, batch],
+      `delete from webhook_attempts where (delivery_id, id) in (
+         select delivery_id, id from webhook_attempts where delivery_id < $3 and started_at < $1 limit $2) returning 1`,
+      [before, batch, `dlv_${encodeTime(before.getTime(), 10)}`],
       batch,
     );
   },

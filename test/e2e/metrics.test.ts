@@ -63,6 +63,7 @@ const FAMILIES: Record<string, { type: string; labels: string[] }> = {
   payouts_total: { type: "counter", labels: ["environment", "outcome"] },
   debits_total: { type: "counter", labels: ["environment", "outcome"] },
   retention_purged_rows_total: { type: "counter", labels: ["table"] },
+  retention_dropped_partitions_total: { type: "counter", labels: ["table"] },
   network_calls_in_transaction_total: { type: "counter", labels: ["kind"] },
   webhook_deliveries_due: { type: "gauge", labels: ["environment"] },
   webhook_deliveries_oldest_due_seconds: { type: "gauge", labels: [] },

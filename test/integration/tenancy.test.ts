@@ -114,6 +114,7 @@ describe("raw SQL", () => {
     const allowed = [
       "platform/db/sql.ts", // defines it
       "platform/db/purge.ts", // the counted and batched deletes repositories' purges run through it
+      "platform/db/partitions.ts", // makes, lists and drops partitions, for the features whose tables they are
       "platform/crypto/data-keys.ts", // owns data_keys
       "platform/http/listener-registry.ts", // owns instance_listeners
       "platform/metrics-gauges.ts", // the queue and backlog gauges of /metrics, read-only

@@ -22,6 +22,7 @@ import { Migration20261128000000_invite_wrong_codes } from "./Migration202611280
 import { Migration20261128010000_counterparty_window } from "./Migration20261128010000_counterparty_window.ts";
 import { Migration20261128020000_counterparty_window_scope } from "./Migration20261128020000_counterparty_window_scope.ts";
 import { Migration20261129000000_instance_listeners } from "./Migration20261129000000_instance_listeners.ts";
+import { Migration20261130000000_partitioned_history } from "./Migration20261130000000_partitioned_history.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -55,4 +56,5 @@ export const migrations = [
     class: Migration20261128020000_counterparty_window_scope,
   },
   { name: "Migration20261129000000_instance_listeners", class: Migration20261129000000_instance_listeners },
+  { name: "Migration20261130000000_partitioned_history", class: Migration20261130000000_partitioned_history },
 ];
