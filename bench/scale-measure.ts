@@ -106,9 +106,10 @@ export async function snapshotReads(b: Bench, paths: string[]) {
 
 /**
  * p99 of a partner's list pages (events, a webhook's deliveries, disbursements, books, webhooks with their
- * stats): the first page and the next five by cursor of each, read at 40 req/s.
+ * stats): the first page and the next five by cursor of each, read at 40 req/s; pages of the API's default
+ * size, or of `limit` rows.
  */
-export async function listPages(b: Bench): Promise<Record<string, number>> {
+export async function listPages(b: Bench, limit?: number): Promise<Record<string, number>> {
   const headers = { authorization: `Bearer ${b.key}` };
   const get = async (path: string) => {
     const res = await fetch(`${b.partnerUrl}${path}`, { headers });
@@ -122,11 +123,16 @@ export async function listPages(b: Bench): Promise<Record<string, number>> {
   // Each list, and where its next page starts (a page's last id, or the books' own cursor).
   const lastId = (field: string) => (body: Record<string, unknown>) =>
     body.hasMore ? (body[field] as { id: string }[]).at(-1)?.id : undefined;
+  const size = limit ? `limit=${limit}` : "";
+  const query = (...params: string[]) => `?${[...params, size].filter(Boolean).join("&")}`;
   const lists: Record<string, [string, (body: Record<string, unknown>) => string | undefined]> = {
-    events: ["/partner/v1/events?limit=100", lastId("events")],
-    deliveries: [`/partner/v1/webhooks/${hooks[0]?.id}/deliveries?limit=100`, lastId("deliveries")],
-    disbursements: ["/partner/v1/disbursements?limit=100", lastId("disbursements")],
-    books: [`/partner/v1/books?from=${from}&to=${to}&limit=100`, (body) => body.nextStartingAfter as string],
+    events: [`/partner/v1/events${query()}`, lastId("events")],
+    deliveries: [`/partner/v1/webhooks/${hooks[0]?.id}/deliveries${query()}`, lastId("deliveries")],
+    disbursements: [`/partner/v1/disbursements${query()}`, lastId("disbursements")],
+    books: [
+      `/partner/v1/books${query(`from=${from}`, `to=${to}`)}`,
+      (body) => body.nextStartingAfter as string,
+    ],
     webhooks: ["/partner/v1/webhooks", () => undefined],
   };
   const out: Record<string, number> = {};
@@ -135,7 +141,7 @@ export async function listPages(b: Bench): Promise<Record<string, number>> {
     for (let k = 0; k < 5; k++) {
       const cursor = cursorOf(await get(pages.at(-1) as string));
       if (!cursor) break;
-      pages.push(`${first}&starting_after=${encodeURIComponent(cursor)}`);
+      pages.push(`${first}${first.endsWith("?") ? "" : "&"}starting_after=${encodeURIComponent(cursor)}`);
     }
     let n = 0;
     const r = await paced(b.partnerUrl, () => pages[n++ % pages.length] as string, {
