@@ -178,6 +178,15 @@ async function growEvents(pool: pg.Pool, s: Shape, from: number, to: number, now
   );
 }
 
+/** The start and end (ms) of the month {@link expiredMonth} writes. */
+export function expiredMonthOf(now: number, retentionDays: number): [number, number] {
+  const edge = new Date(now - (retentionDays + 15) * DAY_MS);
+  return [
+    Date.UTC(edge.getUTCFullYear(), edge.getUTCMonth() - 1, 1),
+    Date.UTC(edge.getUTCFullYear(), edge.getUTCMonth(), 1),
+  ];
+}
+
 /**
  * A calendar month of events (with their deliveries and attempts) of every partner of the first `factor` units:
  * the last UTC month that ended at least 15 days (a delivery's retry window and a day) before the retention
@@ -193,9 +202,7 @@ export async function expiredMonth(
 ): Promise<number> {
   const partners = Math.round(factor * s.partners);
   const perPartner = Math.round(s.eventsPerPartner / 12);
-  const edge = new Date(now - (retentionDays + 15) * DAY_MS);
-  const end = Date.UTC(edge.getUTCFullYear(), edge.getUTCMonth(), 1);
-  const start = Date.UTC(edge.getUTCFullYear(), edge.getUTCMonth() - 1, 1);
+  const [start, end] = expiredMonthOf(now, retentionDays);
   await runAll(
     pool,
     chunks(0, partners, 10).map(([a, b]) => [
