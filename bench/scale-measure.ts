@@ -60,8 +60,11 @@ export async function ingestRate(
   const start = performance.now();
   await Promise.all(
     Array.from({ length: 4 }, async () => {
-      for (let b = next(); b; b = next())
-        inserted += (await ingest.ingestLedgerEntries({ entries: b })).inserted;
+      for (let b = next(); b; b = next()) {
+        // Awaited first: `inserted += await …` reads `inserted` before the call and loses the others' adds.
+        const res = await ingest.ingestLedgerEntries({ entries: b });
+        inserted += res.inserted;
+      }
     }),
   );
   return { entries: inserted, entriesPerSecond: Math.round(inserted / ((performance.now() - start) / 1000)) };
