@@ -107,6 +107,10 @@ export async function createOrm(options: OrmOptions): Promise<Orm> {
     // deliveries, 1.9 s at p99 in bench:scale). A relation never crosses tenants, so the join adds nothing.
     filtersOnRelations: false,
     autoJoinRefsForFilters: false,
+    // No relation here has an inverse side to keep in sync, and changes are found at flush by comparing with
+    // what was loaded. Left on, every entity loaded defines each of its properties anew on itself (an accessor
+    // per property per row): 13 % of the service's time serving pages of 100 disbursements.
+    propagationOnPrototype: false,
     ensureDatabase: false,
     debug: false,
     logger: (message) => logger.debug("orm", { message }),
