@@ -49,14 +49,22 @@ export const ledgerRepository = {
   /**
    * Rebuilds the users' roll-ups from their raw entries, in the caller's transaction: deletes their rows of
    * `ledger_daily` and `ledger_counterparties`, then folds every entry of theirs with the statement ingest uses.
-   * `ledger_entries` is held in SHARE ROW EXCLUSIVE mode until the transaction ends: no entry lands between the
-   * two (ingest waits meanwhile), and rebuilds take turns (two at once would each delete only the roll-ups it
-   * saw, and fold the same entries twice). The lock is waited for 5 s at most; then the call answers as
-   * retryable.
+   * `ledger_entries` is held in SHARE mode until the transaction ends, so no entry lands between the two (ingest
+   * waits meanwhile), and each user's advisory lock is held too, so two rebuilds of one user take turns (at once,
+   * each would delete only the roll-ups it saw and fold the same entries twice) while rebuilds of different users
+   * run side by side. Every rebuild takes the table first and then the users' locks in one order, so none waits
+   * on another in a cycle. Each lock is waited for 5 s at most; then the call answers as retryable.
    */
   async rebuildRollups(tx: Em, userIds: string[]): Promise<RebuiltRollups> {
     await sql(tx, "set local lock_timeout = '5s'");
-    await sql(tx, "lock table ledger_entries in share row exclusive mode");
+    await sql(tx, "lock table ledger_entries in share mode");
+    await sql(
+      tx,
+      `select pg_advisory_xact_lock(k) from (
+         select distinct hashtextextended('ledger_rebuild:' || u, 0) as k from unnest($1::text[]) u order by k
+       ) users`,
+      [userIds],
+    );
     await sql(tx, "delete from ledger_daily where user_id = any($1::text[])", [userIds]);
     await sql(tx, "delete from ledger_counterparties where user_id = any($1::text[])", [userIds]);
     const [row] = await sql<RebuiltRollups>(tx, REBUILD, [userIds]);

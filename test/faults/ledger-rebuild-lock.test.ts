@@ -8,6 +8,7 @@ import { startTestApp, type TestApp } from "../support/app.ts";
 // A ledger rebuild waits a bounded time for the ledger: while something else holds it (a long rebuild, an
 // operator's own lock), a call answers UNAVAILABLE, retryable, after its 5-second lock deadline instead of
 // holding a pooled connection for as long as the holder does; once the ledger is free, the same call succeeds.
+// A rebuild of one user waits only for rebuilds of that user: others run side by side.
 
 let t: TestApp;
 let holder: pg.Client;
@@ -41,6 +42,30 @@ describe("ledger rebuild against a held ledger", () => {
     await holder.query("rollback");
     expect(await t.internal.ingest.rebuildLedgerRollups({ userIds: [userId] })).toMatchObject({
       entries: 50,
+    });
+  });
+
+  it("waits for a rebuild of the same user only: another user's rebuild runs meanwhile", async () => {
+    const [a, b] = [await createUser(t), await createUser(t)];
+    await ingestEntries(t, generateEntries(a.userId, 20));
+    await ingestEntries(t, generateEntries(b.userId, 30));
+    // What a rebuild of user A holds while it runs: the ledger in SHARE mode and A's own lock.
+    await holder.query("begin");
+    await holder.query("lock table ledger_entries in share mode");
+    await holder.query("select pg_advisory_xact_lock(hashtextextended('ledger_rebuild:' || $1, 0))", [
+      a.userId,
+    ]);
+    // Had it waited for either, it would have been refused at its 5-second deadline.
+    expect(await t.internal.ingest.rebuildLedgerRollups({ userIds: [b.userId] })).toMatchObject({
+      entries: 30,
+    });
+    const refused = await t.internal.ingest
+      .rebuildLedgerRollups({ userIds: [b.userId, a.userId] })
+      .catch((e) => e);
+    expect(ConnectError.from(refused).code).toBe(Code.Unavailable);
+    await holder.query("rollback");
+    expect(await t.internal.ingest.rebuildLedgerRollups({ userIds: [a.userId] })).toMatchObject({
+      entries: 20,
     });
   });
 });
