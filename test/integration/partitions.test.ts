@@ -115,6 +115,18 @@ describe("monthly partitions", () => {
     expect(new Set(created).size).toBe(created.length);
     expect(created).toEqual(expect.arrayContaining([5, 6, 7].map((a) => `events_${month(a)}`)));
     expect(await ensureWebhookPartitions(em(), later)).toEqual([]);
+    // Every partition of deliveries, migrated or made ahead, tells the planner that a subscription decides its
+    // partner and environment (without it a subscription's page read and sorted all its history).
+    const deps = await q<{ part: string }>(
+      `select c.relname as part from pg_inherits i join pg_class c on c.oid = i.inhrelid
+        where i.inhparent = 'webhook_deliveries'::regclass
+          and not exists (select 1 from pg_statistic_ext s where s.stxrelid = c.oid and 'f' = any(s.stxkind)
+                            and (select array_agg(attname::text order by attname) from pg_attribute
+                                  where attrelid = c.oid and attnum = any(s.stxkeys))
+                                = '{environment,partner_id,webhook_id}')`,
+    );
+    expect(deps).toEqual([]);
+    expect(made.webhook_deliveries?.length).toBeGreaterThan(2);
     // A row of a month ahead lands in its own partition.
     const ahead = await event(monthStart(new Date(NOW), 6).getTime() + ms.day, new Date());
     const [where] = await q<{ part: string }>(

@@ -61,7 +61,7 @@ export async function listPartitions(em: Em, t: PartitionedTable): Promise<Parti
 
 /**
  * Creates the partitions of the months from `from`'s to `to`'s (both included) that do not exist yet, each as a
- * table like the parent, then attached: ATTACH holds the parent in SHARE UPDATE EXCLUSIVE mode only, so reads
+ * table like the parent (its defaults, checks and extended statistics), then attached: ATTACH holds the parent in SHARE UPDATE EXCLUSIVE mode only, so reads
  * and writes go on (CREATE TABLE … PARTITION OF would take it exclusively). A month already covered, by its own
  * partition or by `<table>_before`, is left alone. Concurrent callers take turns (an advisory lock per table).
  * Returns the partitions created.
@@ -79,7 +79,10 @@ export async function ensurePartitions(em: Em, t: PartitionedTable, from: Date, 
       );
       if (covered) continue;
       const name = nameOf(t, start);
-      await sql(tx, `create table ${name} (like ${t.table} including defaults including constraints)`);
+      await sql(
+        tx,
+        `create table ${name} (like ${t.table} including defaults including constraints including statistics)`,
+      );
       await sql(
         tx,
         `alter table ${t.table} attach partition ${name} for values from ('${monthKey(t, start)}') to ('${monthKey(t, end)}')`,

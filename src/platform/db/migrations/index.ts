@@ -23,6 +23,7 @@ import { Migration20261128010000_counterparty_window } from "./Migration20261128
 import { Migration20261128020000_counterparty_window_scope } from "./Migration20261128020000_counterparty_window_scope.ts";
 import { Migration20261129000000_instance_listeners } from "./Migration20261129000000_instance_listeners.ts";
 import { Migration20261130000000_partitioned_history } from "./Migration20261130000000_partitioned_history.ts";
+import { Migration20261201000000_delivery_owner_statistics } from "./Migration20261201000000_delivery_owner_statistics.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -57,4 +58,8 @@ export const migrations = [
   },
   { name: "Migration20261129000000_instance_listeners", class: Migration20261129000000_instance_listeners },
   { name: "Migration20261130000000_partitioned_history", class: Migration20261130000000_partitioned_history },
+  {
+    name: "Migration20261201000000_delivery_owner_statistics",
+    class: Migration20261201000000_delivery_owner_statistics,
+  },
 ];
