@@ -88,10 +88,32 @@ try {
     await ensurePartitions(orm.em.fork(), t, new Date(now - 450 * 86_400_000), new Date(now));
   await orm.close();
 
+  /**
+   * The non-durable settings PostgreSQL's "Populating a Database" and "Non-Durable Settings" advise for a bulk
+   * load (no fsync or full-page images, checkpoints far apart), on while the bench writes its data set and reset
+   * before anything is measured: 14 % less time writing a unit at 0.1, more at full size where checkpoints
+   * come every gigabyte of WAL. A crash meanwhile loses only this throw-away cluster.
+   */
+  const bulkLoad = async (on: boolean) => {
+    const settings = {
+      fsync: "off",
+      full_page_writes: "off",
+      synchronous_commit: "off",
+      max_wal_size: "'8GB'",
+      checkpoint_timeout: "'30min'",
+    };
+    for (const [name, value] of Object.entries(settings))
+      await pool.query(on ? `alter system set ${name} = ${value}` : `alter system reset ${name}`);
+    await pool.query("select pg_reload_conf()");
+    if (!on) await pool.query("checkpoint");
+  };
+
   /** Grows the data set to `to` units, rebuilds the new users' roll-ups through the service, checks a sample. */
   const build = async (from: number, to: number) => {
     const started = performance.now();
+    await bulkLoad(true);
     await grow(pool, shape, from, to, now);
+    await bulkLoad(false);
     const written = performance.now();
     log(`written in ${Math.round((written - started) / 1000)} s; rebuilding roll-ups`);
     const [u0, u1] = [Math.round(from * shape.users), Math.round(to * shape.users)];
