@@ -61,10 +61,10 @@ export async function listPartitions(em: Em, t: PartitionedTable): Promise<Parti
 
 /**
  * Creates the partitions of the months from `from`'s to `to`'s (both included) that do not exist yet, each as a
- * table like the parent (its defaults, checks and extended statistics), then attached: ATTACH holds the parent in SHARE UPDATE EXCLUSIVE mode only, so reads
- * and writes go on (CREATE TABLE … PARTITION OF would take it exclusively). A month already covered, by its own
- * partition or by `<table>_before`, is left alone. Concurrent callers take turns (an advisory lock per table).
- * Returns the partitions created.
+ * table like the parent (its defaults, checks and extended statistics), then attached: ATTACH holds the parent
+ * in SHARE UPDATE EXCLUSIVE mode only, so reads and writes go on (CREATE TABLE … PARTITION OF would take it
+ * exclusively). A month already covered, by its own partition or by `<table>_before`, is left alone. Concurrent
+ * callers take turns (an advisory lock per table). Returns the partitions created.
  */
 export async function ensurePartitions(em: Em, t: PartitionedTable, from: Date, to: Date): Promise<string[]> {
   return em.transactional(async (tx) => {
