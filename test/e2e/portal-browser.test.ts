@@ -254,6 +254,8 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     await delivered.first().waitFor();
     expect(await delivered.count()).toBe(1);
     expect(await page.getByText(/last answer HTTP 200/).count()).toBe(1);
+    // The charts are drawn once the subscription's stats arrive, a request of their own after the cards'.
+    await page.locator(".chart canvas").nth(1).waitFor();
     expect(await page.locator(".chart canvas").count()).toBe(2);
     await page.getByRole("button", { name: "Show attempts" }).click();
     await page.getByText("Headers sent").click();
