@@ -92,8 +92,8 @@ try {
   /**
    * The non-durable settings PostgreSQL's "Populating a Database" and "Non-Durable Settings" advise for a bulk
    * load (no fsync or full-page images, checkpoints far apart), on while the bench writes its data set and reset
-   * (and every write flushed to disk) before anything is measured: 14 % less time writing a unit at 0.1, more at full size where checkpoints
-   * come every gigabyte of WAL. A crash meanwhile loses only this throw-away cluster.
+   * (every write flushed to disk) before anything is measured: 14 % less time writing a unit at 0.1, more at
+   * full size, where checkpoints came every gigabyte of WAL. A crash meanwhile loses only this throw-away cluster.
    */
   const bulkLoad = async (on: boolean) => {
     const settings = {
@@ -133,9 +133,10 @@ try {
       try {
         return (await ingest.rebuildLedgerRollups({ userIds: ids })).entries;
       } catch (err) {
-        if (attempt >= 5 || ConnectError.from(err).code !== Code.Unavailable) throw err;
+        const refusal = ConnectError.from(err);
+        if (attempt >= 5 || refusal.code !== Code.Unavailable) throw err;
         refused++;
-        log(`rebuild refused (${ConnectError.from(err).rawMessage}); again in 1 s`);
+        log(`rebuild refused (${refusal.rawMessage}); again in 1 s`);
         await new Promise((r) => setTimeout(r, 1_000));
         return rebuild(ids, attempt + 1);
       }
