@@ -238,9 +238,18 @@ describe("a payout reversed after a collection, through the provider's HTTP API"
   it("a refund whose job was lost is made by the sweep, a minute after it is owed", async () => {
     const d = await delivered("production", "refund-live-lost");
     expect(await collectFirst(d)).toBe("COLLECTED");
-    // Reversed with no wake-up sent, as if the process died right after the reversal committed.
+    // Reversed, and its refund job lost in the same commit (as a queue restored from an older backup would
+    // lose it): the worker, live here, must not get to it first, so the job goes before anything can see it.
     const reversal = { status: "REVERSED" as const, reason: "transfer_reversed" };
-    expect(await t.app.services.disbursements.settlePayout(em(), d.id, reversal)).toBe("REVERSED");
+    await em().transactional(async (tx) => {
+      expect(await t.app.services.disbursements.settlePayout(tx, d.id, reversal)).toBe("REVERSED");
+      const lost = await sql(
+        tx,
+        "delete from pgboss.job where name = 'refunds.refund' and data->>'installmentId' = $1 returning id",
+        [d.first],
+      );
+      expect(lost).toHaveLength(1);
+    });
     expect((await d.list())[0]?.refund?.status).toBe("PENDING");
     // Just owed: left to its job (here, none), so the sweep never races a live one.
     expect(await t.app.services.refunds.resumeDue(em())).toBe(0);
