@@ -13,6 +13,9 @@ export interface LedgerEntryToStore {
   occurredAt: Date;
 }
 
+/** How long a batch, a rebuild or a reset waits for its users' ledger locks before it is refused as retryable. */
+const LOCK_WAIT = "5s";
+
 /** The ledger feature's tables (ledger_entries, ledger_daily, ledger_counterparties): the only code that writes them. */
 export const ledgerRepository = {
   /**
@@ -21,6 +24,17 @@ export const ledgerRepository = {
    */
   async deleteScope(tx: Em, scope: string): Promise<number> {
     if (scope === "") throw new Error("the platform's own ledger is never deleted");
+    // As a rebuild does: its users' batches in flight finish first, and a rebuild cannot fold the lines back.
+    const owners = await sql<{ user_id: string }>(
+      tx,
+      "select distinct user_id from ledger_entries where scope = $1",
+      [scope],
+    );
+    await ledgerRepository.lockUsers(
+      tx,
+      owners.map((o) => o.user_id),
+      "exclusive",
+    );
     await sql(tx, "delete from ledger_daily where scope = $1", [scope]);
     await sql(tx, "delete from ledger_counterparties where scope = $1", [scope]);
     const rows = await sql(tx, "delete from ledger_entries where scope = $1 returning id", [scope]);
@@ -28,9 +42,30 @@ export const ledgerRepository = {
   },
 
   /**
+   * Takes the users' ledger locks until the transaction ends: shared for an ingest batch (batches of the same
+   * users run side by side), exclusive for a rebuild or a sandbox reset (each waits for the batches of its users
+   * in flight, and theirs wait for it; other users' batches never wait). Always in one order, so no two
+   * transactions wait on each other in a cycle. A wait ends at LOCK_WAIT: the statement fails with
+   * lock_not_available, which the API answers UNAVAILABLE, retryable. The caller's own lock_timeout is restored.
+   */
+  async lockUsers(tx: Em, userIds: string[], mode: "shared" | "exclusive"): Promise<void> {
+    if (userIds.length === 0) return;
+    await sql(tx, `set local lock_timeout = '${LOCK_WAIT}'`);
+    await sql(
+      tx,
+      `select ${mode === "shared" ? "pg_advisory_xact_lock_shared" : "pg_advisory_xact_lock"}(k) from (
+         select distinct hashtextextended('ledger_user:' || u, 0) as k from unnest($1::text[]) u order by k
+       ) users`,
+      [userIds],
+    );
+    await sql(tx, "set local lock_timeout to default");
+  },
+
+  /**
    * One statement per batch (it earns raw SQL: thousands of rows, three tables): inserts the new entries
    * (idempotent by the platform's id) and folds exactly those into the daily roll-ups and the counterparty
    * index, so a snapshot never scans raw entries and a re-sent batch changes nothing. Returns how many were new.
+   * The caller holds the batch's users' locks ({@link lockUsers}, shared).
    */
   async ingest(em: Em, entries: LedgerEntryToStore[]): Promise<number> {
     const [row] = await sql<{ inserted: number }>(em, STATEMENT, [
@@ -49,22 +84,12 @@ export const ledgerRepository = {
   /**
    * Rebuilds the users' roll-ups from their raw entries, in the caller's transaction: deletes their rows of
    * `ledger_daily` and `ledger_counterparties`, then folds every entry of theirs with the statement ingest uses.
-   * `ledger_entries` is held in SHARE mode until the transaction ends, so no entry lands between the two (ingest
-   * waits meanwhile), and each user's advisory lock is held too, so two rebuilds of one user take turns (at once,
-   * each would delete only the roll-ups it saw and fold the same entries twice) while rebuilds of different users
-   * run side by side. Every rebuild takes the table first and then the users' locks in one order, so none waits
-   * on another in a cycle. Each lock is waited for 5 s at most; then the call answers as retryable.
+   * The users' locks are held exclusively ({@link lockUsers}) until the transaction ends, so no batch of theirs
+   * lands between the two (at once, the fold would miss or double it) and two rebuilds of one user take turns,
+   * while ingest and rebuilds of other users run on.
    */
   async rebuildRollups(tx: Em, userIds: string[]): Promise<RebuiltRollups> {
-    await sql(tx, "set local lock_timeout = '5s'");
-    await sql(tx, "lock table ledger_entries in share mode");
-    await sql(
-      tx,
-      `select pg_advisory_xact_lock(k) from (
-         select distinct hashtextextended('ledger_rebuild:' || u, 0) as k from unnest($1::text[]) u order by k
-       ) users`,
-      [userIds],
-    );
+    await ledgerRepository.lockUsers(tx, userIds, "exclusive");
     await sql(tx, "delete from ledger_daily where user_id = any($1::text[])", [userIds]);
     await sql(tx, "delete from ledger_counterparties where user_id = any($1::text[])", [userIds]);
     const [row] = await sql<RebuiltRollups>(tx, REBUILD, [userIds]);

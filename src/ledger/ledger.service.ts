@@ -27,7 +27,7 @@ export interface LedgerEntryInput {
 export const channels = ["transfer", "card", "pos", "ussd", "wallet", "other"] as const;
 
 const MAX_BATCH = 5_000;
-/** Users one rebuild takes at most: a heavy trader's year is ~50,000 entries, and ingest waits while it runs. */
+/** Users one rebuild takes at most: a heavy trader's year is ~50,000 entries, and their batches wait while it runs. */
 export const MAX_REBUILD_USERS = 100;
 const ENTRY_ID = /^[\x21-\x7e]{1,128}$/;
 /** Entries may not be dated in the future (beyond clock skew): windows end on the day of the read. */
@@ -96,15 +96,17 @@ export function createLedgerService({
         em,
         entries.map((e) => e.userId),
       );
+      const rows = entries.map((e) => ({
+        ...e,
+        counterpartyHash: keyedHash(counterpartyKey, `${e.userId}:${e.counterpartyId}`),
+      }));
+      const owners = [...new Set(entries.map((e) => e.userId))];
       const run = () =>
-        ledgerRepository.ingest(
-          em,
-          entries.map((e) => ({
-            ...e,
-            counterpartyHash: keyedHash(counterpartyKey, `${e.userId}:${e.counterpartyId}`),
-          })),
-        );
-      // The statement is atomic, so a deadlock with a concurrent batch is retried whole.
+        inTransaction(em, async (tx) => {
+          await ledgerRepository.lockUsers(tx, owners, "shared");
+          return ledgerRepository.ingest(tx, rows);
+        });
+      // The batch is atomic, so a deadlock with a concurrent batch is retried whole.
       let inserted = 0;
       for (let attempt = 1; ; attempt++) {
         try {

@@ -496,7 +496,8 @@ export const RebuildLedgerRollupsResponseSchema: GenMessage<RebuildLedgerRollups
 export const IngestService: GenService<{
   /**
    * Ledger entries in batches of up to 5,000. Counterparty ids are stored only as keyed hashes; daily
-   * roll-ups are kept current in the same transaction.
+   * roll-ups are kept current in the same transaction. A batch naming a user whose roll-ups are being rebuilt
+   * waits for the rebuild; past 5 s it answers UNAVAILABLE, nothing of it stored, and may be sent again.
    *
    * @generated from rpc internal.v1.IngestService.IngestLedgerEntries
    */
@@ -528,8 +529,9 @@ export const IngestService: GenService<{
   },
   /**
    * Rebuilds users' daily roll-ups and counterparty index from their raw entries, with the statement ingest
-   * uses (an operator's repair: `npm run cli -- ledger rebuild --user U`). Idempotent. Ingest waits while it
-   * runs; when the ledger cannot be locked within 5 s it answers UNAVAILABLE and may be retried.
+   * uses (an operator's repair: `npm run cli -- ledger rebuild --user U`). Idempotent. Batches naming these
+   * users wait while it runs, other users' do not; when its users cannot be locked within 5 s (a batch or
+   * another rebuild of theirs holds them) it answers UNAVAILABLE and may be retried.
    *
    * @generated from rpc internal.v1.IngestService.RebuildLedgerRollups
    */
