@@ -153,10 +153,17 @@ const STATEMENT = `with input as (
          ),${fold("ins")}
          select count(*)::int as inserted from ins`;
 
-/** Every entry of the users, folded afresh (their roll-ups deleted first, in the same transaction). */
+/**
+ * Every entry of the users, folded afresh (their roll-ups deleted first, in the same transaction). Read user by
+ * user through the (user_id, day) index: `offset 0` keeps each user's subquery a scan of its own. As one
+ * `user_id = any($1)`, the planner scanned the whole table for a hundred users: its sample of 55 M entries, nine
+ * in ten a heavy trader's, counts 2,400 distinct users of 100,000, so it expects 22,000 entries a user. A call of
+ * 100 users (55,000 entries) took 21 s at bench:scale's 10× that way, reading all 7 GB; user by user, 1.4-2.1 s.
+ */
 const REBUILD = `with entries as (
-           select user_id, amount_kobo, direction, counterparty_hash, day, scope from ledger_entries
-            where user_id = any($1::text[])
+           select e.user_id, e.amount_kobo, e.direction, e.counterparty_hash, e.day, e.scope
+             from unnest($1::text[]) u (id)
+             cross join lateral (select * from ledger_entries where user_id = u.id offset 0) e
          ),${fold("entries", "returning 1")}
          select (select count(*)::int from entries) as entries, (select count(*)::int from daily) as days,
                 (select count(*)::int from parties) as counterparties`;

@@ -6,6 +6,7 @@ import { createUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
 import { PROCESS_TEST_TIMEOUT_MS, runCli } from "../support/process.ts";
+import { eventually } from "../support/wait.ts";
 
 // The operator's repair of a user's ledger roll-ups: `npm run cli -- ledger rebuild --user U` folds the raw
 // entries again with ingest's own statement, so a snapshot reads what the entries say, however the roll-ups
@@ -110,6 +111,44 @@ describe("ledger rebuild", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
     await Promise.all([...rebuilds, ...batches]);
     for (const days of [30, 365])
       expect(await windowOf(userId, days)).toEqual(bruteForceWindow([...first, ...later], days));
+  });
+
+  it("reads only its users' entries, through the index, even where the planner's statistics overcount them", async () => {
+    // A hundred users bulk-loaded straight into ledger_entries (the case a rebuild repairs), 500 entries each.
+    const ids = await Promise.all(Array.from({ length: 100 }, async () => (await createUser(t)).userId));
+    await db.query(
+      `insert into ledger_entries (id, user_id, amount_kobo, direction, counterparty_hash, channel, occurred_at, day, scope)
+       select u || ':' || n, u, 100 + n, 'IN', sha256(convert_to(u || (n % 7), 'UTF8')), 'transfer', at, at::date, ''
+         from unnest($1::text[]) u, generate_series(1, 500) n, lateral (select now() - n * interval '13 hours' as at) t`,
+      [ids],
+    );
+    // What a skewed sample tells the planner at scale: few distinct users, so each seems to own a tenth of the rows.
+    await db.query("alter table ledger_entries alter column user_id set (n_distinct = 10)");
+    await db.query("analyze ledger_entries");
+    const scans = async () =>
+      (
+        await db.query<{ seq: number; idx: number }>(
+          `select seq_scan::int as seq, idx_scan::int as idx from pg_stat_user_tables where relname = 'ledger_entries'`,
+        )
+      ).rows[0];
+    try {
+      const before = await scans();
+      expect(await t.internal.ingest.rebuildLedgerRollups({ userIds: ids })).toMatchObject({
+        entries: 50_000,
+      });
+      // The service's session reports its counts within 10 s of going idle: wait for the rebuild's scans.
+      const after = await eventually(
+        async () => {
+          const now = await scans();
+          return now && before && (now.idx > before.idx || now.seq > before.seq) ? now : undefined;
+        },
+        { what: "the rebuild's scans of ledger_entries counted", timeoutMs: 30_000 },
+      );
+      expect({ wholeTableScans: (after.seq ?? 0) - (before?.seq ?? 0) }).toEqual({ wholeTableScans: 0 });
+    } finally {
+      await db.query("alter table ledger_entries alter column user_id reset (n_distinct)");
+      await db.query("analyze ledger_entries");
+    }
   });
 
   it("refuses unknown users, too many at once, and a call without users", async () => {
