@@ -24,7 +24,8 @@ export const ledgerRepository = {
    */
   async deleteScope(tx: Em, scope: string): Promise<number> {
     if (scope === "") throw new Error("the platform's own ledger is never deleted");
-    // As a rebuild does: its users' batches in flight finish first, and a rebuild cannot fold the lines back.
+    // Shared, as a batch: a rebuild of these users (which would fold the lines back) waits, or is waited for,
+    // while batches of theirs run on: theirs write other scopes' rows, and the fixture users are every partner's.
     const owners = await sql<{ user_id: string }>(
       tx,
       "select distinct user_id from ledger_entries where scope = $1",
@@ -33,7 +34,7 @@ export const ledgerRepository = {
     await ledgerRepository.lockUsers(
       tx,
       owners.map((o) => o.user_id),
-      "exclusive",
+      "shared",
     );
     await sql(tx, "delete from ledger_daily where scope = $1", [scope]);
     await sql(tx, "delete from ledger_counterparties where scope = $1", [scope]);
@@ -43,8 +44,8 @@ export const ledgerRepository = {
 
   /**
    * Takes the users' ledger locks until the transaction ends: shared for an ingest batch (batches of the same
-   * users run side by side), exclusive for a rebuild or a sandbox reset (each waits for the batches of its users
-   * in flight, and theirs wait for it; other users' batches never wait). Always in one order, so no two
+   * users run side by side, and a sandbox reset takes them so too), exclusive for a rebuild (it waits for the
+   * batches and resets of its users in flight, and theirs wait for it; other users' batches never wait). Always in one order, so no two
    * transactions wait on each other in a cycle. A wait ends at LOCK_WAIT: the statement fails with
    * lock_not_available, which the API answers UNAVAILABLE, retryable. The caller's own lock_timeout is restored.
    */
