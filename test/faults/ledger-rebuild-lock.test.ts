@@ -28,9 +28,14 @@ const holdAsRebuild = async (userId: string) => {
   await holder.query("begin");
   await holder.query("select pg_advisory_xact_lock(hashtextextended('ledger_user:' || $1, 0))", [userId]);
 };
-/** Lock waits still queued on the server (none once a refused call has let go). */
+/** Lock waits still queued in this test's database (none once a refused call has let go); other files' are not ours. */
 const waiting = async () =>
-  (await holder.query<{ n: number }>("select count(*)::int as n from pg_locks where not granted")).rows[0]?.n;
+  (
+    await holder.query<{ n: number }>(
+      `select count(*)::int as n from pg_locks
+        where not granted and database = (select oid from pg_database where datname = current_database())`,
+    )
+  ).rows[0]?.n;
 const refusal = async (call: Promise<unknown>) => {
   const started = performance.now();
   const err = await call.then(
