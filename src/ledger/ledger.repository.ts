@@ -1,5 +1,5 @@
 import type { Em } from "../platform/db/orm.ts";
-import { sql } from "../platform/db/sql.ts";
+import { inTransaction, sql } from "../platform/db/sql.ts";
 
 /** An entry to store, its counterparty already reduced to a keyed hash. */
 export interface LedgerEntryToStore {
@@ -43,9 +43,9 @@ export const ledgerRepository = {
   },
 
   /**
-   * Takes the users' ledger locks until the transaction ends: shared for an ingest batch (batches of the same
-   * users run side by side, and a sandbox reset takes them so too), exclusive for a rebuild (it waits for the
-   * batches and resets of its users in flight, and theirs wait for it; other users' batches never wait). Always in one order, so no two
+   * Takes the users' ledger locks until the transaction ends: shared for an ingest batch and a sandbox reset
+   * (batches of the same users run side by side), exclusive for a rebuild (it waits for the batches and resets
+   * of its users in flight, and theirs wait for it; other users' never do). Always in one order, so no two
    * transactions wait on each other in a cycle. A wait ends at LOCK_WAIT: the statement fails with
    * lock_not_available, which the API answers UNAVAILABLE, retryable. The caller's own lock_timeout is restored.
    */
@@ -66,20 +66,13 @@ export const ledgerRepository = {
    * One statement per batch (it earns raw SQL: thousands of rows, three tables): inserts the new entries
    * (idempotent by the platform's id) and folds exactly those into the daily roll-ups and the counterparty
    * index, so a snapshot never scans raw entries and a re-sent batch changes nothing. Returns how many were new.
-   * The caller holds the batch's users' locks ({@link lockUsers}, shared).
+   * In `em`'s transaction when it has one, else its own, holding the batch's users' locks shared.
    */
-  async ingest(em: Em, entries: LedgerEntryToStore[]): Promise<number> {
-    const [row] = await sql<{ inserted: number }>(em, STATEMENT, [
-      entries.map((e) => e.id),
-      entries.map((e) => e.userId),
-      entries.map((e) => e.amountKobo.toString()),
-      entries.map((e) => e.direction),
-      entries.map((e) => e.counterpartyHash),
-      entries.map((e) => e.channel),
-      entries.map((e) => e.occurredAt),
-      entries.map((e) => e.scope ?? ""),
-    ]);
-    return row?.inserted ?? 0;
+  ingest(em: Em, entries: LedgerEntryToStore[]): Promise<number> {
+    return inTransaction(em, async (tx) => {
+      await ledgerRepository.lockUsers(tx, [...new Set(entries.map((e) => e.userId))], "shared");
+      return insertAndFold(tx, entries);
+    });
   },
 
   /**
@@ -153,6 +146,21 @@ const STATEMENT = `with input as (
            returning user_id, amount_kobo, direction, counterparty_hash, day, scope
          ),${fold("ins")}
          select count(*)::int as inserted from ins`;
+
+/** The batch's one statement ({@link STATEMENT}); the number of entries that were new. */
+async function insertAndFold(tx: Em, entries: LedgerEntryToStore[]): Promise<number> {
+  const [row] = await sql<{ inserted: number }>(tx, STATEMENT, [
+    entries.map((e) => e.id),
+    entries.map((e) => e.userId),
+    entries.map((e) => e.amountKobo.toString()),
+    entries.map((e) => e.direction),
+    entries.map((e) => e.counterpartyHash),
+    entries.map((e) => e.channel),
+    entries.map((e) => e.occurredAt),
+    entries.map((e) => e.scope ?? ""),
+  ]);
+  return row?.inserted ?? 0;
+}
 
 /**
  * Every entry of the users, folded afresh (their roll-ups deleted first, in the same transaction). Read user by

@@ -96,16 +96,14 @@ export function createLedgerService({
         em,
         entries.map((e) => e.userId),
       );
-      const rows = entries.map((e) => ({
-        ...e,
-        counterpartyHash: keyedHash(counterpartyKey, `${e.userId}:${e.counterpartyId}`),
-      }));
-      const owners = [...new Set(entries.map((e) => e.userId))];
       const run = () =>
-        inTransaction(em, async (tx) => {
-          await ledgerRepository.lockUsers(tx, owners, "shared");
-          return ledgerRepository.ingest(tx, rows);
-        });
+        ledgerRepository.ingest(
+          em,
+          entries.map((e) => ({
+            ...e,
+            counterpartyHash: keyedHash(counterpartyKey, `${e.userId}:${e.counterpartyId}`),
+          })),
+        );
       // The batch is atomic, so a deadlock with a concurrent batch is retried whole.
       let inserted = 0;
       for (let attempt = 1; ; attempt++) {
