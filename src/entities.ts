@@ -9,7 +9,10 @@ import { SandboxDebitEntity } from "./disbursements/sandbox-debit.entity.ts";
 import { SandboxRefundEntity } from "./disbursements/sandbox-refund.entity.ts";
 import { SandboxTransferEntity } from "./disbursements/sandbox-transfer.entity.ts";
 import { IdempotencyKeyEntity } from "./idempotency/idempotency-key.entity.ts";
-import { LedgerCounterpartyEntity } from "./ledger/ledger-counterparty.entity.ts";
+import {
+  LedgerCounterpartyDayEntity,
+  LedgerCounterpartyEntity,
+} from "./ledger/ledger-counterparty.entity.ts";
 import { LedgerDailyEntity } from "./ledger/ledger-daily.entity.ts";
 import { LedgerEntryEntity } from "./ledger/ledger-entry.entity.ts";
 import { LimitOverrideEntity } from "./limits/limit-override.entity.ts";
@@ -62,6 +65,7 @@ export const entities = [
   LedgerEntryEntity,
   LedgerDailyEntity,
   LedgerCounterpartyEntity,
+  LedgerCounterpartyDayEntity,
   StandingEntity,
   SandboxStandingEntity,
   KycEntity,

@@ -5,7 +5,7 @@ import type { PurgeBatch, PurgeStep } from "../retention/retention.service.ts";
  * The ledger lines sandbox partners' collections and refunds wrote on their copies of the sandbox users (scope
  * other than `''`), once their day is before the cut-off (`LEDGER_LINES_RETENTION_DAYS`, longer than the
  * longest snapshot window, so no snapshot can still count them): the entries, their daily roll-ups, and the
- * counterparties last met before it. The platform's own ledger (scope `''`) is never purged here.
+ * counterparties last met before it with their counts per day. The platform's own ledger (scope `''`) is never purged here.
  */
 export const sandboxLedgerLinesPurge: PurgeStep = {
   name: "sandbox ledger lines",
@@ -34,9 +34,23 @@ export const sandboxLedgerLinesPurge: PurgeStep = {
        returning 1`,
       [day, limit],
     );
+    // Their counts per last day: the days before the cut-off, which no snapshot window reaches.
+    const days = await deleteCounted(
+      tx,
+      `delete from ledger_counterparty_days where (user_id, direction, scope, last_day) in (
+         select user_id, direction, scope, last_day from ledger_counterparty_days
+          where scope <> '' and last_day < $1 limit $2 for update skip locked)
+       returning 1`,
+      [day, limit],
+    );
     return {
-      picked: entries + daily + counterparties,
-      deleted: { ledger_entries: entries, ledger_daily: daily, ledger_counterparties: counterparties },
+      picked: entries + daily + counterparties + days,
+      deleted: {
+        ledger_entries: entries,
+        ledger_daily: daily,
+        ledger_counterparties: counterparties,
+        ledger_counterparty_days: days,
+      },
     };
   },
 };

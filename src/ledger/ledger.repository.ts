@@ -16,7 +16,10 @@ export interface LedgerEntryToStore {
 /** How long a batch, a rebuild or a reset waits for its users' ledger locks before it is refused as retryable. */
 const LOCK_WAIT = "5s";
 
-/** The ledger feature's tables (ledger_entries, ledger_daily, ledger_counterparties): the only code that writes them. */
+/**
+ * The ledger feature's tables (ledger_entries, ledger_daily, ledger_counterparties, ledger_counterparty_days): the
+ * only code that writes them.
+ */
 export const ledgerRepository = {
   /**
    * Deletes the ledger lines a sandbox partner's collections and refunds wrote (its scope), with their
@@ -38,6 +41,7 @@ export const ledgerRepository = {
     );
     await sql(tx, "delete from ledger_daily where scope = $1", [scope]);
     await sql(tx, "delete from ledger_counterparties where scope = $1", [scope]);
+    await sql(tx, "delete from ledger_counterparty_days where scope = $1", [scope]);
     const rows = await sql(tx, "delete from ledger_entries where scope = $1 returning id", [scope]);
     return rows.length;
   },
@@ -77,7 +81,7 @@ export const ledgerRepository = {
 
   /**
    * Rebuilds the users' roll-ups from their raw entries, in the caller's transaction: deletes their rows of
-   * `ledger_daily` and `ledger_counterparties`, then folds every entry of theirs with the statement ingest uses.
+   * `ledger_daily`, `ledger_counterparties` and `ledger_counterparty_days`, then folds every entry of theirs with the statement ingest uses.
    * The users' locks are held exclusively ({@link lockUsers}) until the transaction ends, so no batch of theirs
    * lands between the two (at once, the fold would miss or double it) and two rebuilds of one user take turns,
    * while ingest and rebuilds of other users run on.
@@ -86,6 +90,7 @@ export const ledgerRepository = {
     await ledgerRepository.lockUsers(tx, userIds, "exclusive");
     await sql(tx, "delete from ledger_daily where user_id = any($1::text[])", [userIds]);
     await sql(tx, "delete from ledger_counterparties where user_id = any($1::text[])", [userIds]);
+    await sql(tx, "delete from ledger_counterparty_days where user_id = any($1::text[])", [userIds]);
     const [row] = await sql<RebuiltRollups>(tx, REBUILD, [userIds]);
     return row ?? { entries: 0, days: 0, counterparties: 0 };
   },
@@ -100,10 +105,17 @@ export interface RebuiltRollups {
 
 /**
  * The roll-ups' one definition: folds the rows of the CTE `source` (user_id, amount_kobo, direction,
- * counterparty_hash, day, scope) into `ledger_daily` (totals and counts per user, UTC day and scope) and
- * `ledger_counterparties` (first and last day met). Ingest folds the entries it has just inserted; a rebuild folds
- * all of a user's entries after deleting the user's roll-ups. Two data-modifying CTEs, to follow `source`'s;
- * `returning` (`returning 1`) lets the statement count what they wrote.
+ * counterparty_hash, day, scope) into `ledger_daily` (totals and counts per user, UTC day and scope),
+ * `ledger_counterparties` (first and last day met) and `ledger_counterparty_days` (how many counterparties were
+ * last met on each day). Ingest folds the entries it has just inserted; a rebuild folds all of a user's entries
+ * after deleting the user's roll-ups. Data-modifying CTEs, to follow `source`'s; `returning` (`returning 1`)
+ * lets the statement count the daily rows it wrote.
+ *
+ * A counterparty whose last day moves (or a new one) moves its count: -1 on the day it leaves (the upsert keeps
+ * it in `previous_last_day`, as `returning` sees only the new row), +1 on its new last day, summed per day. A
+ * counterparty met again within its known days is not rewritten, so it is not returned and counts nothing.
+ * Each CTE writes in key order, and the statement writes the three tables in the same order every time, so
+ * concurrent batches of the same users lock shared rows in one order and never wait on each other in a cycle.
  */
 const fold = (source: string, returning = "") => `
          daily as (
@@ -114,7 +126,6 @@ const fold = (source: string, returning = "") => `
                   coalesce(sum(amount_kobo) filter (where direction = 'OUT'), 0),
                   count(*) filter (where direction = 'OUT')
              from ${source} group by user_id, day, scope
-            -- The same order in every batch, so concurrent batches lock shared rows in the same order.
             order by user_id, day, scope
            on conflict (user_id, day, scope) do update
              set inflow_kobo = d.inflow_kobo + excluded.inflow_kobo,
@@ -129,8 +140,22 @@ const fold = (source: string, returning = "") => `
             group by user_id, direction, counterparty_hash, scope
             order by user_id, direction, counterparty_hash, scope
            on conflict (user_id, direction, counterparty_hash, scope) do update
-             set first_day = least(c.first_day, excluded.first_day), last_day = greatest(c.last_day, excluded.last_day)
-           ${returning}
+             set first_day = least(c.first_day, excluded.first_day), last_day = greatest(c.last_day, excluded.last_day),
+                 previous_last_day = c.last_day
+             where excluded.first_day < c.first_day or excluded.last_day > c.last_day
+           returning user_id, direction, scope, last_day, previous_last_day
+         ),
+         moved as (
+           insert into ledger_counterparty_days as h (user_id, direction, scope, last_day, parties)
+           select user_id, direction, scope, day, sum(n)::int from (
+             select user_id, direction, scope, last_day as day, 1 as n from parties
+              where previous_last_day is distinct from last_day
+             union all
+             select user_id, direction, scope, previous_last_day, -1 from parties where previous_last_day <> last_day
+           ) m
+            group by user_id, direction, scope, day having sum(n) <> 0
+            order by user_id, direction, scope, day
+           on conflict (user_id, direction, scope, last_day) do update set parties = h.parties + excluded.parties
          )`;
 
 const STATEMENT = `with input as (

@@ -23,6 +23,7 @@ export const PURGED_TABLES = [
   "ledger_entries",
   "ledger_daily",
   "ledger_counterparties",
+  "ledger_counterparty_days",
   "portal_sessions",
   "portal_invites",
   "portal_audit_events",

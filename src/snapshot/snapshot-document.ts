@@ -64,7 +64,11 @@ export function signalsGroup(row: SnapshotData, has: Has): Record<string, unknow
 export function ledgerWindowGroup(row: SnapshotData, days: number, today: string) {
   const w = row.window;
   const trader = row.segment === "trader";
-  const parties = { in: w.in_parties, out: w.out_parties, senders: w.senders_30d };
+  const parties = {
+    in: row.parties.in_parties,
+    out: row.parties.out_parties,
+    senders: row.parties.senders_30d,
+  };
   const from = new Date(Date.parse(`${today}T00:00:00Z`) - (days - 1) * 86_400_000);
   return {
     days,

@@ -66,7 +66,7 @@ describe("ledger rebuild", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
     const entries = generateEntries(userId, 800, 400, 60);
     await ingestEntries(t, entries);
     const healthy = await rollups(userId);
-    // Damage: a third of the days gone, the rest doubled, the counterparty index emptied.
+    // Damage: a third of the days gone, the rest doubled, the counterparties emptied and their counts inflated.
     await db.query("delete from ledger_daily where user_id = $1 and extract(day from day)::int % 3 = 0", [
       userId,
     ]);
@@ -75,6 +75,7 @@ describe("ledger rebuild", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
       [userId],
     );
     await db.query("delete from ledger_counterparties where user_id = $1", [userId]);
+    await db.query("update ledger_counterparty_days set parties = parties + 3 where user_id = $1", [userId]);
     expect(await windowOf(userId, 365)).not.toEqual(bruteForceWindow(entries, 365));
 
     const run = await cli("ledger", "rebuild", "--user", userId, "--json");
@@ -162,5 +163,63 @@ describe("ledger rebuild", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
     const none = await cli("ledger", "rebuild");
     expect(none.code).toBe(2);
     expect(none.stderr).toContain("--user is required");
+  });
+});
+
+describe("distinct counterparties, counted per last day", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
+  /** A user's counterparties per direction, scope and last day, as their rows say and as their counts say. */
+  const counts = async (userId: string) => {
+    const { rows: truth } = await db.query(
+      `select direction, scope, last_day::text, count(*)::int as n from ledger_counterparties where user_id = $1
+        group by 1, 2, 3 order by 1, 2, 3`,
+      [userId],
+    );
+    const { rows: kept } = await db.query(
+      `select direction, scope, last_day::text, parties as n from ledger_counterparty_days
+        where user_id = $1 and parties <> 0 order by 1, 2, 3`,
+      [userId],
+    );
+    return { truth, kept };
+  };
+
+  it("stay exact when concurrent batches of one user meet the same counterparties out of order, and again", async () => {
+    const userId = await trader();
+    // 30 counterparties met 3,000 times over 400 days, in twelve batches at once, three of them sent twice.
+    const entries = generateEntries(userId, 3_000, 400, 30);
+    const batches = Array.from({ length: 12 }, (_, i) => entries.slice(i * 250, (i + 1) * 250));
+    await Promise.all([...batches, ...batches.slice(0, 3)].map((b) => ingestEntries(t, b)));
+    const { truth, kept } = await counts(userId);
+    expect(kept).toEqual(truth);
+    const { rows } = await db.query(
+      "select count(*)::int as n from ledger_counterparty_days where user_id = $1 and parties < 0",
+      [userId],
+    );
+    expect(rows[0].n).toBe(0);
+    for (const days of [1, 7, 30, 90, 365])
+      expect(await windowOf(userId, days)).toEqual(bruteForceWindow(entries, days));
+  });
+
+  it("are rebuilt with the roll-ups: a rebuild leaves no day at 0 and the same windows", async () => {
+    const userId = await trader();
+    // Met every day, newest last: each batch moves every counterparty's last day, leaving the days it left at 0.
+    const entries = generateEntries(userId, 1_200, 60, 10).sort(
+      (a, b) => a.occurredAt.getTime() - b.occurredAt.getTime(),
+    );
+    for (let i = 0; i < entries.length; i += 100) await ingestEntries(t, entries.slice(i, i + 100));
+    const zeros = async () =>
+      (
+        await db.query(
+          "select count(*)::int as n from ledger_counterparty_days where user_id = $1 and parties = 0",
+          [userId],
+        )
+      ).rows[0].n;
+    expect(await zeros()).toBeGreaterThan(0);
+    const before = await windowOf(userId, 30);
+    expect((await t.internal.ingest.rebuildLedgerRollups({ userIds: [userId] })).entries).toBe(1_200);
+    expect(await zeros()).toBe(0);
+    const { truth, kept } = await counts(userId);
+    expect(kept).toEqual(truth);
+    expect(await windowOf(userId, 30)).toEqual(before);
+    expect(before).toEqual(bruteForceWindow(entries, 30));
   });
 });

@@ -602,6 +602,7 @@ describe("the retention purge", () => {
       ledger_entries: 0,
       ledger_daily: 0,
       ledger_counterparties: 0,
+      ledger_counterparty_days: 0,
       // No portal people here (test/e2e/portal.test.ts purges theirs).
       portal_sessions: 0,
       portal_invites: 0,
@@ -660,6 +661,11 @@ describe("the ledger lines of sandbox partners' collections and refunds", () => 
          values ($1, 'OUT', $2, $3, $4, $4)`,
         [user, hash, scope, dayOf],
       );
+      await q(
+        `insert into ledger_counterparty_days (user_id, direction, scope, last_day, parties) values ($1, 'OUT', $2, $3, 1)
+         on conflict (user_id, direction, scope, last_day) do update set parties = ledger_counterparty_days.parties + 1`,
+        [user, scope, dayOf],
+      );
       return id;
     };
     const old = await line(401, partner.partnerId);
@@ -671,6 +677,7 @@ describe("the ledger lines of sandbox partners' collections and refunds", () => 
       ledger_entries: 1,
       ledger_daily: 1,
       ledger_counterparties: 1,
+      ledger_counterparty_days: 1,
     });
     expect(
       await ids("select id from ledger_entries where id = any($1::text[])", [[old, recent, platform]]),

@@ -24,6 +24,7 @@ import { Migration20261128020000_counterparty_window_scope } from "./Migration20
 import { Migration20261129000000_instance_listeners } from "./Migration20261129000000_instance_listeners.ts";
 import { Migration20261130000000_partitioned_history } from "./Migration20261130000000_partitioned_history.ts";
 import { Migration20261201000000_delivery_owner_statistics } from "./Migration20261201000000_delivery_owner_statistics.ts";
+import { Migration20261202000000_counterparty_days } from "./Migration20261202000000_counterparty_days.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -62,4 +63,5 @@ export const migrations = [
     name: "Migration20261201000000_delivery_owner_statistics",
     class: Migration20261201000000_delivery_owner_statistics,
   },
+  { name: "Migration20261202000000_counterparty_days", class: Migration20261202000000_counterparty_days },
 ];
