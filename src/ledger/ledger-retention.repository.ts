@@ -5,7 +5,8 @@ import type { PurgeBatch, PurgeStep } from "../retention/retention.service.ts";
  * The ledger lines sandbox partners' collections and refunds wrote on their copies of the sandbox users (scope
  * other than `''`), once their day is before the cut-off (`LEDGER_LINES_RETENTION_DAYS`, longer than the
  * longest snapshot window, so no snapshot can still count them): the entries, their daily roll-ups, and the
- * counterparties last met before it with their counts per day. The platform's own ledger (scope `''`) is never purged here.
+ * counterparties last met before it with their counts per day. The platform's own ledger (scope `''`) is never
+ * purged here.
  */
 export const sandboxLedgerLinesPurge: PurgeStep = {
   name: "sandbox ledger lines",

@@ -81,10 +81,10 @@ export const ledgerRepository = {
 
   /**
    * Rebuilds the users' roll-ups from their raw entries, in the caller's transaction: deletes their rows of
-   * `ledger_daily`, `ledger_counterparties` and `ledger_counterparty_days`, then folds every entry of theirs with the statement ingest uses.
-   * The users' locks are held exclusively ({@link lockUsers}) until the transaction ends, so no batch of theirs
-   * lands between the two (at once, the fold would miss or double it) and two rebuilds of one user take turns,
-   * while ingest and rebuilds of other users run on.
+   * `ledger_daily`, `ledger_counterparties` and `ledger_counterparty_days`, then folds every entry of theirs with
+   * the statement ingest uses. The users' locks are held exclusively ({@link lockUsers}) until the transaction
+   * ends, so no batch of theirs lands between the two (at once, the fold would miss or double it) and two
+   * rebuilds of one user take turns, while ingest and rebuilds of other users run on.
    */
   async rebuildRollups(tx: Em, userIds: string[]): Promise<RebuiltRollups> {
     await ledgerRepository.lockUsers(tx, userIds, "exclusive");
