@@ -202,7 +202,10 @@ async function expectCleanStop(r: Run, { outputLost = false } = {}): Promise<voi
       return [];
     }
   });
-  const errors = entries.filter((e) => e.level === "error").map((e) => `${e.msg}`);
+  // With the error each carries, so a failure here says what went wrong, not only that something did.
+  const errors = entries
+    .filter((e) => e.level === "error")
+    .map((e) => (e.err === undefined ? `${e.msg}` : `${e.msg}: ${JSON.stringify(e.err)}`));
   expect.soft(errors, "error-level log lines").toEqual([]);
   expect.soft(entries.map((e) => e.msg)).toContain("stopped");
   expect.soft(r.stderr()).not.toMatch(/\bat \S+:\d+:\d+/); // no stack trace
