@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { schema } from "../../src/entities.ts";
-import { createOrm, migrate } from "../../src/platform/db/orm.ts";
+import { migrate } from "../../src/platform/db/orm.ts";
 import { createLogger } from "../../src/platform/logger.ts";
-import { withDatabase } from "../support/urls.ts";
+import { createDatabaseMigratedTo } from "../support/db.ts";
 
 // The migration that counts each user's counterparties per last day (ledger_counterparty_days), run over a
 // database that already holds counterparties: every one is counted on its last day, in its direction and scope,
@@ -16,15 +16,7 @@ let url: string;
 let db: pg.Client;
 
 beforeAll(async () => {
-  const admin = new pg.Client({ connectionString: inject("adminUrl") });
-  await admin.connect();
-  const name = `${inject("databasePrefix")}${randomBytes(5).toString("hex")}`;
-  await admin.query(`create database ${name}`);
-  await admin.end();
-  url = withDatabase(inject("adminUrl"), name);
-  const orm = await createOrm({ databaseUrl: url, schema, poolSize: 1, logger });
-  await orm.migrator.up({ to: BEFORE });
-  await orm.close();
+  url = await createDatabaseMigratedTo(BEFORE);
   db = new pg.Client({ connectionString: url });
   await db.connect();
 });

@@ -1,13 +1,12 @@
-import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { schema } from "../../src/entities.ts";
 import { createOrm, migrate } from "../../src/platform/db/orm.ts";
 import { listPartitions } from "../../src/platform/db/partitions.ts";
 import { newId } from "../../src/platform/ids.ts";
 import { createLogger } from "../../src/platform/logger.ts";
 import { ATTEMPTS, DELIVERIES, EVENTS } from "../../src/webhooks/webhook-partition.repository.ts";
-import { withDatabase } from "../support/urls.ts";
+import { createDatabaseMigratedTo } from "../support/db.ts";
 
 // The migration that makes events, deliveries and attempts monthly partitions, run over a database that already
 // holds them (docs/operations.md "Partitions"): no row moves, every row stays readable through the table it was
@@ -20,15 +19,7 @@ let url: string;
 let db: pg.Client;
 
 beforeAll(async () => {
-  const admin = new pg.Client({ connectionString: inject("adminUrl") });
-  await admin.connect();
-  const name = `${inject("databasePrefix")}${randomBytes(5).toString("hex")}`;
-  await admin.query(`create database ${name}`);
-  await admin.end();
-  url = withDatabase(inject("adminUrl"), name);
-  const orm = await createOrm({ databaseUrl: url, schema, poolSize: 1, logger });
-  await orm.migrator.up({ to: BEFORE });
-  await orm.close();
+  url = await createDatabaseMigratedTo(BEFORE);
   db = new pg.Client({ connectionString: url });
   await db.connect();
 });
