@@ -140,6 +140,9 @@ export interface BossOptions {
   poolSize?: number;
 }
 
+/** SQLSTATE admin_shutdown: the server ended the connection (shutting down, or told to by an administrator). */
+const ADMIN_SHUTDOWN = "57P01";
+
 /** The schema pg-boss keeps its tables in. */
 export const BOSS_SCHEMA = "pgboss";
 
@@ -164,7 +167,13 @@ export async function startBoss({
     persistWarnings: false,
     persistQueueStats: false,
   });
-  boss.on("error", (err) => logger.error("job queue error", { err }));
+  boss.on("error", (err) => {
+    // PostgreSQL closing a connection itself (57P01: its own shutdown, a restart or failover, an administrator's
+    // pg_terminate_backend) is not a fault here: pg-boss opens another. A warning, so a restart reads as one.
+    if ((err as { code?: unknown }).code === ADMIN_SHUTDOWN)
+      logger.warn("job queue connection closed by the database", { err });
+    else logger.error("job queue error", { err });
+  });
   boss.on("warning", (warning) => logger.warn("job queue warning", { warning }));
   await boss.start();
   for (const name of RETIRED_QUEUES) {
