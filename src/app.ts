@@ -11,7 +11,8 @@ import { type Clock, systemClock } from "./platform/clock.ts";
 import { loadDataKeys } from "./platform/crypto/data-keys.ts";
 import { createSecretBox } from "./platform/crypto/secret-box.ts";
 import { type ChangeFeed, startChangeFeed } from "./platform/db/change-feed.ts";
-import { createOrm, migrate, type Orm } from "./platform/db/orm.ts";
+import { checkPooledTimeouts, createOrm, migrate, type Orm } from "./platform/db/orm.ts";
+import { type Replicas, startReplicas } from "./platform/db/replicas.ts";
 import { startListenerRegistry } from "./platform/http/listener-registry.ts";
 import { type QueueName, type Queues, runJobNow, startBoss } from "./platform/jobs/boss.ts";
 import { createJobs, type Jobs } from "./platform/jobs/jobs.ts";
@@ -67,18 +68,30 @@ export interface App {
   stop(): Promise<void>;
 }
 
+/**
+ * Where the service's sessions go: `pooled` is the request path's (DATABASE_URL, a pooler in transaction mode
+ * when DATABASE_DIRECT_URL is set), `direct` what needs a session of its own (LISTEN, pg-boss, the migration lock).
+ */
+function databaseUrls(options: AppOptions) {
+  const direct = options.config.directUrl ?? options.databaseUrl;
+  return { pooled: options.databaseUrl, direct, isPooled: direct !== options.databaseUrl };
+}
+
 /** The database opened for the service: migrated, its ORM, the master key checked and the data keys loaded. */
 async function openDatabase(options: AppOptions, clock: Clock) {
-  const { config, databaseUrl, logger } = options;
-  const applied = await migrate(databaseUrl, schema, logger);
+  const { config, logger } = options;
+  const urls = databaseUrls(options);
+  const applied = await migrate(urls.direct, schema, logger);
   if (applied.length) logger.info("applied migrations", { migrations: applied });
   const orm = await createOrm({
-    databaseUrl,
+    databaseUrl: urls.pooled,
     schema,
     poolSize: config.dbPoolSize,
     logger,
     timeouts: config.dbTimeouts,
+    pooled: urls.isPooled,
   });
+  if (urls.isPooled) await checkPooledTimeouts(orm, config.dbTimeouts, logger);
   const box = createSecretBox(options.masterKey, options.acceptedMasterKeys);
   // Also the check that MASTER_KEY is this database's, before anything is sealed with it.
   const startup = orm.em.fork();
@@ -89,6 +102,44 @@ async function openDatabase(options: AppOptions, clock: Clock) {
     throw err;
   });
   return { orm, box, dataKeys };
+}
+
+/** The streaming replicas for reads, when DATABASE_REPLICA_URLS names any, with their metrics. */
+async function openReplicas(
+  options: AppOptions,
+  orm: Orm,
+  services: Services,
+): Promise<Replicas | undefined> {
+  const { config, logger } = options;
+  if (!config.replicaUrls.length) return undefined;
+  const replicas = await startReplicas(
+    {
+      urls: config.replicaUrls,
+      schema,
+      poolSize: config.dbPoolSize,
+      timeouts: config.dbTimeouts,
+      maxLagMs: config.replicaMaxLagMs,
+      readWaitMs: config.replicaReadWaitMs,
+      pooled: databaseUrls(options).isPooled,
+      logger,
+      onRead: (where) => services.metrics.dbReads.inc(where),
+    },
+    orm,
+  );
+  services.metrics.gauge(
+    "db_replica_lag_seconds",
+    "How far each streaming replica is behind the primary (-1 while it does not answer), as this instance last measured.",
+    async () =>
+      replicas
+        .status()
+        .map((r) => ({ labels: { replica: r.name }, value: r.lagMs < 0 ? -1 : r.lagMs / 1000 })),
+  );
+  services.metrics.gauge(
+    "db_replica_healthy",
+    "1 while a streaming replica serves reads (answering, replaying, within REPLICA_MAX_LAG_MS), else 0.",
+    async () => replicas.status().map((r) => ({ labels: { replica: r.name }, value: r.healthy ? 1 : 0 })),
+  );
+  return replicas;
 }
 
 /** Every feature's job workers and schedules (roles `worker` and `all`); returns what stops the ones it started. */
@@ -145,7 +196,14 @@ function readiness(orm: Orm): () => Promise<boolean> {
  */
 async function serve(
   options: AppOptions,
-  o: { services: Services; clock: Clock; orm: Orm; changes: ChangeFeed; ready: () => Promise<boolean> },
+  o: {
+    services: Services;
+    clock: Clock;
+    orm: Orm;
+    replicas: Replicas | undefined;
+    changes: ChangeFeed;
+    ready: () => Promise<boolean>;
+  },
   bound: (partnerUrl: string) => void,
 ) {
   const { services, orm } = o;
@@ -157,6 +215,7 @@ async function serve(
     internalToken: options.internalToken,
     ready: o.ready,
     orm,
+    replicas: o.replicas,
     partner: options.config.role !== "worker",
   });
   if (listeners.partnerUrl) bound(listeners.partnerUrl);
@@ -168,14 +227,24 @@ async function serve(
   return { listeners, registry };
 }
 
+/** A PostgreSQL on loopback (the embedded one, a pooler, a replica) is this service's too: never a webhook destination. */
+function keepDatabasesOutOfReach(services: Services, urls: readonly string[]): void {
+  for (const url of urls) {
+    const db = URL.parse(url);
+    if (db && /^(localhost|127\.[\d.]+|\[::1\])$/.test(db.hostname))
+      services.destinations.ownPorts.add(Number(db.port || 5432));
+  }
+}
+
 /** Builds and starts the service for its role. */
 export async function createApp(options: AppOptions): Promise<App> {
   const { config, databaseUrl, logger } = options;
   const clock = options.clock ?? systemClock;
   const { orm, box, dataKeys } = await openDatabase(options, clock);
-  const changes = await startChangeFeed(databaseUrl, logger);
+  const { direct } = databaseUrls(options);
+  const changes = await startChangeFeed(direct, logger);
   const runWorkers = config.role !== "api";
-  const boss = await startBoss({ databaseUrl, logger, supervise: runWorkers });
+  const boss = await startBoss({ databaseUrl: direct, logger, supervise: runWorkers });
   const jobs = createJobs({ boss, orm });
   // The partner listener's address is known once it is bound; consent links need it when PUBLIC_URL is unset.
   let boundUrl = `http://127.0.0.1:${config.port}`;
@@ -193,11 +262,8 @@ export async function createApp(options: AppOptions): Promise<App> {
     publicUrl: () => config.publicUrl ?? boundUrl,
   });
 
-  // A PostgreSQL on loopback (the embedded one) is this service's too: never a webhook destination.
-  const db = URL.parse(databaseUrl);
-  if (db && /^(localhost|127\.[\d.]+|\[::1\])$/.test(db.hostname))
-    services.destinations.ownPorts.add(Number(db.port || 5432));
-
+  keepDatabasesOutOfReach(services, [databaseUrl, direct, ...config.replicaUrls]);
+  const replicas = config.role !== "worker" ? await openReplicas(options, orm, services) : undefined;
   const created = await services.signingKeys.maintain(orm.em.fork());
   if (created.length) logger.info("created signing keys", { kids: created });
 
@@ -212,9 +278,8 @@ export async function createApp(options: AppOptions): Promise<App> {
   if (runWorkers) stoppers.push(await startWorkers(jobs, services, { config, orm, clock, logger }));
   const ready = readiness(orm);
 
-  const { listeners, registry } = await serve(options, { services, clock, orm, changes, ready }, (url) => {
-    boundUrl = url;
-  });
+  const served = { services, clock, orm, replicas, changes, ready };
+  const { listeners, registry } = await serve(options, served, (url) => (boundUrl = url));
 
   const stop = async () => {
     for (const stop of stoppers) stop();
@@ -225,6 +290,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     await services.deliveryWorker.stop();
     services.sender.close();
     await changes.close();
+    await replicas?.close();
     await orm.close();
   };
   let stopped: Promise<void> | undefined;

@@ -8,6 +8,8 @@ import type { Logger } from "./platform/logger.ts";
 /** The secrets and database the service runs with, after the embedded default has filled in the gaps. */
 export interface Runtime {
   databaseUrl: string;
+  /** A session on the primary itself (DATABASE_DIRECT_URL), for migrations and pg-boss; else `databaseUrl`. */
+  directUrl: string;
   masterKey: Buffer;
   /** Further keys that only open (a master key rotation). */
   acceptedMasterKeys: Buffer[];
@@ -39,6 +41,7 @@ export async function resolveRuntime(config: Readonly<Config>, logger: Logger): 
       throw new Error("MASTER_KEY and INTERNAL_TOKEN are required");
     return {
       databaseUrl: config.databaseUrl,
+      directUrl: config.directUrl ?? config.databaseUrl,
       masterKey: config.masterKey,
       acceptedMasterKeys: config.acceptedMasterKeys,
       internalToken: config.internalToken,
@@ -74,6 +77,7 @@ export async function resolveRuntime(config: Readonly<Config>, logger: Logger): 
   });
   return {
     databaseUrl: embedded.url,
+    directUrl: embedded.url,
     masterKey,
     acceptedMasterKeys: config.acceptedMasterKeys,
     internalToken,

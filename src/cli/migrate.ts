@@ -15,9 +15,9 @@ try {
   });
   const runtime = await resolveRuntime(config, logger);
   try {
-    const applied = await migrate(runtime.databaseUrl, schema, logger);
+    const applied = await migrate(runtime.directUrl, schema, logger);
     logger.info(applied.length ? "applied migrations" : "no pending migrations", { migrations: applied });
-    const boss = await startBoss({ databaseUrl: runtime.databaseUrl, logger, supervise: false });
+    const boss = await startBoss({ databaseUrl: runtime.directUrl, logger, supervise: false });
     await boss.stop({ graceful: false, close: true });
   } finally {
     await runtime.embedded?.stop();

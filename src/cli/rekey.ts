@@ -25,8 +25,8 @@ try {
   const logger = createLogger({ level: "warn", bindings: { service: "partner-api", task: "rekey" } });
   const runtime = await resolveRuntime(config, logger);
   try {
-    await migrate(runtime.databaseUrl, schema, logger);
-    const orm = await createOrm({ databaseUrl: runtime.databaseUrl, schema, poolSize: 2, logger });
+    await migrate(runtime.directUrl, schema, logger);
+    const orm = await createOrm({ databaseUrl: runtime.directUrl, schema, poolSize: 2, logger });
     try {
       const box = createSecretBox(runtime.masterKey, runtime.acceptedMasterKeys);
       const reports = await rekey(orm.em.fork(), box, { dryRun: flags.check });

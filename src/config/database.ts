@@ -1,6 +1,6 @@
 import os from "node:os";
 import path from "node:path";
-import { type Env, int } from "./env.ts";
+import { ConfigError, type Env, int } from "./env.ts";
 
 /** Which PostgreSQL the service uses, where the embedded default keeps its files, and the pool's limits. */
 export interface DatabaseSettings {
@@ -8,6 +8,22 @@ export interface DatabaseSettings {
   databaseUrl: string | undefined;
   /** Where the embedded PostgreSQL, the development master key and the service file live. */
   dataDir: string;
+  /**
+   * A session-capable connection to the primary (`DATABASE_DIRECT_URL`), for what needs a session: `LISTEN`,
+   * pg-boss, the migration lock. Set when `databaseUrl` is a pooler in transaction mode (PgBouncer); its
+   * presence is what tells the service that `databaseUrl` and the replicas' URLs are pooled (docs/operations.md
+   * "Past one database server").
+   */
+  directUrl: string | undefined;
+  /** Streaming replicas for reads (`DATABASE_REPLICA_URLS`, comma-separated); none by default. */
+  replicaUrls: string[];
+  /** A replica further behind the primary than this is left out until it catches up (`REPLICA_MAX_LAG_MS`). */
+  replicaMaxLagMs: number;
+  /**
+   * How long a read waits for a replica to replay what the primary had committed when the read began before it
+   * runs on the primary instead (`REPLICA_READ_WAIT_MS`).
+   */
+  replicaReadWaitMs: number;
   /** Database connection pool size of this process. */
   dbPoolSize: number;
   /**
@@ -34,11 +50,41 @@ export function defaultPoolSize(embedded: boolean): number {
   return embedded ? 2 * os.availableParallelism() + 1 : 10;
 }
 
-/** Reads DATABASE_URL, DATA_DIR, DB_POOL_SIZE and the DB_*_TIMEOUT_MS limits. */
+/** A postgres URL, or a configuration error naming the variable. */
+function postgresUrl(name: string, value: string): string {
+  const url = URL.parse(value);
+  if (!url || !/^postgres(ql)?:$/.test(url.protocol) || !url.hostname) {
+    throw new ConfigError(`${name} must be postgresql:// URLs, got "${value.replace(/:[^:@/]*@/, ":***@")}"`);
+  }
+  return value;
+}
+
+/**
+ * Reads DATABASE_URL, DATABASE_DIRECT_URL, DATABASE_REPLICA_URLS, REPLICA_MAX_LAG_MS, REPLICA_READ_WAIT_MS,
+ * DATA_DIR, DB_POOL_SIZE and the DB_*_TIMEOUT_MS limits. A direct URL or replicas need DATABASE_URL: the
+ * embedded PostgreSQL is one server on this machine.
+ */
 export function readDatabaseSettings(env: Env): DatabaseSettings {
   const databaseUrl = env.DATABASE_URL || undefined;
+  const directUrl = env.DATABASE_DIRECT_URL
+    ? postgresUrl("DATABASE_DIRECT_URL", env.DATABASE_DIRECT_URL)
+    : undefined;
+  const replicaUrls = (env.DATABASE_REPLICA_URLS ?? "")
+    .split(",")
+    .map((u) => u.trim())
+    .filter(Boolean)
+    .map((u) => postgresUrl("DATABASE_REPLICA_URLS", u));
+  if (!databaseUrl && (directUrl || replicaUrls.length)) {
+    throw new ConfigError(
+      "DATABASE_DIRECT_URL and DATABASE_REPLICA_URLS need DATABASE_URL (the primary, or its pooler)",
+    );
+  }
   return {
     databaseUrl,
+    directUrl,
+    replicaUrls,
+    replicaMaxLagMs: int(env, "REPLICA_MAX_LAG_MS", 1_000, 10, 3_600_000),
+    replicaReadWaitMs: int(env, "REPLICA_READ_WAIT_MS", 50, 0, 10_000),
     dataDir: path.resolve(env.DATA_DIR || "./.data"),
     dbPoolSize: int(env, "DB_POOL_SIZE", defaultPoolSize(!databaseUrl), 2, 200),
     dbTimeouts: {

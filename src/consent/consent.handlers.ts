@@ -16,7 +16,7 @@ import {
 } from "../../gen/partner/v1/consents_pb.ts";
 import type { Em } from "../platform/db/orm.ts";
 import { validationFailed } from "../platform/errors.ts";
-import { emOf } from "../platform/rpc/context.ts";
+import { emOf, replicaRead } from "../platform/rpc/context.ts";
 import type { Environment } from "../platform/tenancy.ts";
 import type { PaymentInstrumentStore, UserService } from "../users/user.service.ts";
 import type { Consent, ConsentService } from "./consent.service.ts";
@@ -70,21 +70,23 @@ export function createConsentHandlers(
 ): ServiceImpl<typeof ConsentApi> {
   return {
     async getConsent(req, ctx) {
-      return { consent: toConsent(await consents.get(emOf(ctx.values), req.id)) };
+      return { consent: toConsent(await replicaRead(ctx.values, (em) => consents.get(em, req.id))) };
     },
     async getUserConsent(req, ctx) {
       return {
-        consent: toConsent(await consents.newestForUser(emOf(ctx.values), req.userId)),
+        consent: toConsent(await replicaRead(ctx.values, (em) => consents.newestForUser(em, req.userId))),
       };
     },
     async listConsents(req, ctx) {
       const status = req.status
         ? (Consent_StatusSchema.value[req.status]?.name as Consent["status"])
         : undefined;
-      const page = await consents.list(
-        emOf(ctx.values),
-        { status, userId: req.userId || undefined },
-        { limit: req.limit, startingAfter: req.startingAfter },
+      const page = await replicaRead(ctx.values, (em) =>
+        consents.list(
+          em,
+          { status, userId: req.userId || undefined },
+          { limit: req.limit, startingAfter: req.startingAfter },
+        ),
       );
       return { consents: page.items.map(toConsent), hasMore: page.hasMore };
     },
@@ -92,10 +94,9 @@ export function createConsentHandlers(
       const status = req.status
         ? (ConsentLink_StatusSchema.value[req.status]?.name as LinkView["status"])
         : undefined;
-      const page = await links.list(emOf(ctx.values), status, {
-        limit: req.limit,
-        startingAfter: req.startingAfter,
-      });
+      const page = await replicaRead(ctx.values, (em) =>
+        links.list(em, status, { limit: req.limit, startingAfter: req.startingAfter }),
+      );
       return { consentLinks: page.items.map(toLink), hasMore: page.hasMore };
     },
     async revokeConsent(req, ctx) {
@@ -115,7 +116,7 @@ export function createConsentHandlers(
       return { consentLink: toLink(link) };
     },
     async getConsentLink(req, ctx) {
-      return { consentLink: toLink(await links.get(emOf(ctx.values), req.id)) };
+      return { consentLink: toLink(await replicaRead(ctx.values, (em) => links.get(em, req.id))) };
     },
   };
 }

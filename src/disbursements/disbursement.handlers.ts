@@ -13,7 +13,7 @@ import {
   type RepaymentSchema,
 } from "../../gen/partner/v1/disbursements_pb.ts";
 import { limitsOf } from "../limits/limits.context.ts";
-import { callerOf, emOf, idempotentTxOf } from "../platform/rpc/context.ts";
+import { callerOf, idempotentTxOf, replicaRead } from "../platform/rpc/context.ts";
 import type { BooksService } from "./books.service.ts";
 import type { Disbursement } from "./disbursement.entity.ts";
 import type { DisbursementService, DisbursementView, Installment } from "./disbursement.service.ts";
@@ -99,28 +99,26 @@ export function createDisbursementHandlers(
       const status = req.status
         ? (Disbursement_StatusSchema.value[req.status]?.name as Disbursement["status"])
         : undefined;
-      const page = await disbursements.list(
-        emOf(ctx.values),
-        { status, userId: req.userId || undefined },
-        { limit: req.limit, startingAfter: req.startingAfter },
+      const page = await replicaRead(ctx.values, (em) =>
+        disbursements.list(
+          em,
+          { status, userId: req.userId || undefined },
+          { limit: req.limit, startingAfter: req.startingAfter },
+        ),
       );
       return { disbursements: page.items.map(toDisbursement), hasMore: page.hasMore };
     },
     async getBooksSeries(req, ctx) {
-      return { days: await books.series(emOf(ctx.values), req.from, req.to) };
+      return { days: await replicaRead(ctx.values, (em) => books.series(em, req.from, req.to)) };
     },
     async listRepayments(req, ctx) {
-      const rows = await repayments.list(emOf(ctx.values), req.disbursementId);
-      return {
-        repayments: rows.map(toRepayment),
-        hasMore: false,
-      };
+      const rows = await replicaRead(ctx.values, (em) => repayments.list(em, req.disbursementId));
+      return { repayments: rows.map(toRepayment), hasMore: false };
     },
     async getBooks(req, ctx) {
-      const b = await books.list(emOf(ctx.values), req.from, req.to, {
-        limit: req.limit,
-        startingAfter: req.startingAfter,
-      });
+      const b = await replicaRead(ctx.values, (em) =>
+        books.list(em, req.from, req.to, { limit: req.limit, startingAfter: req.startingAfter }),
+      );
       return {
         entries: b.entries.map((e) => ({
           kind: e.kind,
@@ -166,7 +164,9 @@ export function createDisbursementHandlers(
       return { disbursement: toDisbursement(view) };
     },
     async getDisbursement(req, ctx) {
-      return { disbursement: toDisbursement(await disbursements.get(emOf(ctx.values), req.id)) };
+      return {
+        disbursement: toDisbursement(await replicaRead(ctx.values, (em) => disbursements.get(em, req.id))),
+      };
     },
   };
 }

@@ -2,6 +2,7 @@ import { ApiKeyService as PartnerApiKeyService } from "../../gen/partner/v1/api_
 import { WebhookService } from "../../gen/partner/v1/webhooks_pb.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Orm } from "../platform/db/orm.ts";
+import type { Replicas } from "../platform/db/replicas.ts";
 import { type Listener, listen } from "../platform/http/listener.ts";
 import { createTranscoder } from "../platform/http/transcoder.ts";
 import type { Logger } from "../platform/logger.ts";
@@ -28,6 +29,8 @@ export interface ListenerOptions {
   internalToken: string;
   ready: () => Promise<boolean>;
   orm: Orm;
+  /** Streaming replicas for partner reads, when DATABASE_REPLICA_URLS names any. */
+  replicas?: Replicas;
   /** Serve the partner listener (roles `api` and `all`); a `worker` serves only the internal one (metrics, health). */
   partner: boolean;
 }
@@ -43,6 +46,7 @@ async function startPartnerListener(
   const edge = createPartnerEdge({
     ...services,
     orm,
+    replicas: o.replicas,
     portal: services.portal.gate,
     sessionOnly: new Set([PartnerApiKeyService.typeName]),
     prechecks: precheckTable(WebhookService, createWebhookPrechecks(services.webhooks)),

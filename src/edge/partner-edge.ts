@@ -1,4 +1,5 @@
 import type { Em, Orm } from "../platform/db/orm.ts";
+import type { Replicas } from "../platform/db/replicas.ts";
 import { rateClassOf } from "../platform/http/rules.ts";
 import { kCaller, kUnit } from "../platform/rpc/context.ts";
 import type { Edge, RequestValidator } from "../platform/rpc/pipeline.ts";
@@ -11,6 +12,8 @@ import { applyRateLimit, type RateLimits } from "./limits.ts";
 export interface PartnerEdgeOptions extends Authentication, RateLimits, Writes {
   /** Forked once per request, on first use: the request's unit of work. */
   orm: Orm;
+  /** Streaming replicas for the reads of GET methods (DATABASE_REPLICA_URLS), when there are any. */
+  replicas?: Replicas;
   validate: RequestValidator;
 }
 
@@ -33,7 +36,20 @@ export function createPartnerEdge(o: PartnerEdgeOptions): Edge {
         }
         return em;
       };
-      call.values.set(kUnit, { kind: rateClassOf(call.method), em: unit });
+      const kind = rateClassOf(call.method);
+      const { replicas } = o;
+      const replica =
+        replicas && kind === "read"
+          ? <T>(fn: (em: Em) => Promise<T>) =>
+              replicas.read(
+                unit,
+                (em) => {
+                  if (caller) scopeToTenant(em, caller);
+                },
+                fn,
+              )
+          : undefined;
+      call.values.set(kUnit, { kind, em: unit, replica });
       caller = await authenticate(o, call, unit);
       call.values.set(kCaller, caller);
       // The tenancy boundary: every partner-owned entity this request reads or writes is the caller's.

@@ -120,6 +120,12 @@ export function outcomeCounters(registry: Registry) {
       "Monthly partitions dropped whole by the retention purge, by partitioned table (their rows are not counted in retention_purged_rows_total).",
       ["table"],
     ),
+    dbReads: new Counter(
+      registry,
+      "db_reads_total",
+      "Partner reads that may run on a streaming replica, by where they ran (target: replica, primary) and why (reason: fresh; no_healthy_replica, replica_behind, replica_failed).",
+      ["target", "reason"],
+    ),
     networkInTransaction: new Counter(
       registry,
       "network_calls_in_transaction_total",

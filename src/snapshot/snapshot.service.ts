@@ -2,7 +2,7 @@ import { consentRefusal, type Scope } from "../consent/consent.service.ts";
 import { utcDay } from "../ledger/ledger.service.ts";
 import type { Clock } from "../platform/clock.ts";
 import { signEd25519 } from "../platform/crypto/ed25519.ts";
-import type { Em } from "../platform/db/orm.ts";
+import type { Em, Reader } from "../platform/db/orm.ts";
 import { ApiError } from "../platform/errors.ts";
 import { newId } from "../platform/ids.ts";
 import type { Caller } from "../platform/tenancy.ts";
@@ -62,6 +62,7 @@ function consentAndWindow(
 async function readSnapshot(
   { clock, signingKeys }: SnapshotServiceOptions,
   em: Em,
+  reader: Reader,
   caller: Caller,
   userId: string,
   requestedDays: number | undefined,
@@ -74,7 +75,9 @@ async function readSnapshot(
   }
   const now = clock.now();
   const today = utcDay(now);
-  const row = await readSnapshotRow(em, caller, userId, requestedDays, today);
+  // The consent and the data in one query, on a replica when there is one: it has replayed everything the primary
+  // had committed when the read began, a revocation included (platform/db/replicas.ts).
+  const row = await reader((r) => readSnapshotRow(r, caller, userId, requestedDays, today));
   const { data, consent, days } = consentAndWindow(row, requestedDays, now);
   const has = (s: Scope) => consent.scopes.includes(s);
   // The groups in the contract's order: the document is returned as built, and signed as canonical JSON.
@@ -105,8 +108,16 @@ async function readSnapshot(
  */
 export function createSnapshotService(o: SnapshotServiceOptions) {
   return {
-    /** The signed snapshot document, as the exact JSON text every face returns. */
-    read: (em: Em, caller: Caller, userId: string, requestedDays: number | undefined): Promise<string> =>
-      readSnapshot(o, em, caller, userId, requestedDays),
+    /**
+     * The signed snapshot document, as the exact JSON text every face returns: read through `reader`, signed
+     * with `em` (the primary's, where signing keys are made).
+     */
+    read: (
+      em: Em,
+      reader: Reader,
+      caller: Caller,
+      userId: string,
+      requestedDays: number | undefined,
+    ): Promise<string> => readSnapshot(o, em, reader, caller, userId, requestedDays),
   };
 }

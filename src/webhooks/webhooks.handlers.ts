@@ -11,7 +11,7 @@ import {
   type WebhookSchema,
 } from "../../gen/partner/v1/webhooks_pb.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { emOf } from "../platform/rpc/context.ts";
+import { emOf, replicaRead } from "../platform/rpc/context.ts";
 import type { DeliveriesService, DeliveryView, WebhookAttempt, WebhookStats } from "./deliveries.service.ts";
 import type { Event } from "./event.entity.ts";
 import type { Webhook } from "./webhook.entity.ts";
@@ -109,17 +109,19 @@ function subscriptionHandlers(webhooks: WebhookService, deliveries: DeliveriesSe
       return { webhook: await withStats(em, row, row.secret) };
     },
     async listWebhooks(_req, ctx) {
-      const em = emOf(ctx.values);
-      const rows = await webhooks.list(em);
-      const stats = await deliveries.stats(
-        em,
-        rows.map((r) => r.id),
-      );
-      return { webhooks: rows.map((r) => toWebhook(r, stats.get(r.id))) };
+      return replicaRead(ctx.values, async (em) => {
+        const rows = await webhooks.list(em);
+        const stats = await deliveries.stats(
+          em,
+          rows.map((r) => r.id),
+        );
+        return { webhooks: rows.map((r) => toWebhook(r, stats.get(r.id))) };
+      });
     },
     async getWebhook(req, ctx) {
-      const em = emOf(ctx.values);
-      return { webhook: await withStats(em, await webhooks.get(em, req.id)) };
+      return replicaRead(ctx.values, async (em) => ({
+        webhook: await withStats(em, await webhooks.get(em, req.id)),
+      }));
     },
     async updateWebhook(req, ctx) {
       const em = emOf(ctx.values);
@@ -153,17 +155,13 @@ function deliveryHandlers(webhooks: WebhookService, deliveries: DeliveriesServic
     },
     async listDeliveries(req, ctx) {
       const statuses = req.status.flatMap((st) => statusNames.filter((name) => Delivery_Status[name] === st));
-      const page = await deliveries.list(
-        emOf(ctx.values),
-        req.webhookId,
-        req.limit,
-        req.startingAfter,
-        statuses,
+      const page = await replicaRead(ctx.values, (em) =>
+        deliveries.list(em, req.webhookId, req.limit, req.startingAfter, statuses),
       );
       return { deliveries: page.deliveries.map(toDelivery), hasMore: page.hasMore };
     },
     async listDeliveryAttempts(req, ctx) {
-      const rows = await deliveries.attempts(emOf(ctx.values), req.id);
+      const rows = await replicaRead(ctx.values, (em) => deliveries.attempts(em, req.id));
       return { attempts: rows.map(toAttempt) };
     },
     async replayFailedDeliveries(req, ctx) {
@@ -171,11 +169,13 @@ function deliveryHandlers(webhooks: WebhookService, deliveries: DeliveriesServic
       return webhooks.replayFailed(emOf(ctx.values), req.id, since);
     },
     async getWebhookStats(req, ctx) {
-      const { buckets, total } = await deliveries.hourly(emOf(ctx.values), req.id);
+      const { buckets, total } = await replicaRead(ctx.values, (em) => deliveries.hourly(em, req.id));
       return { buckets: buckets.map((b) => ({ ...b, startTime: timestampFromDate(b.startTime) })), total };
     },
     async listEvents(req, ctx) {
-      const page = await deliveries.events(emOf(ctx.values), req.limit, req.startingAfter, req.type);
+      const page = await replicaRead(ctx.values, (em) =>
+        deliveries.events(em, req.limit, req.startingAfter, req.type),
+      );
       return { events: page.events.map((e) => toEvent(e, [])), hasMore: page.hasMore };
     },
     async replayDelivery(req, ctx) {
@@ -184,7 +184,7 @@ function deliveryHandlers(webhooks: WebhookService, deliveries: DeliveriesServic
       return { delivery: toDelivery(await deliveries.get(em, id)) };
     },
     async getEvent(req, ctx) {
-      const { event, deliveries: sent } = await deliveries.event(emOf(ctx.values), req.id);
+      const { event, deliveries: sent } = await replicaRead(ctx.values, (em) => deliveries.event(em, req.id));
       return { event: toEvent(event, sent) };
     },
   } satisfies Partial<ServiceImpl<typeof WebhookApi>>;

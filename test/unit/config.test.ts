@@ -50,6 +50,36 @@ describe("configuration", () => {
     expect(() => loadConfig({ DB_POOL_SIZE: "1" })).toThrow(/DB_POOL_SIZE must be an integer from 2/);
   });
 
+  it("reads replicas, the direct URL and the replica limits only beside DATABASE_URL, and nothing changes without them", () => {
+    const own = { DATABASE_URL: "postgres://pooler:6432/db", MASTER_KEY: key, INTERNAL_TOKEN: token };
+    expect(loadConfig(own)).toMatchObject({
+      directUrl: undefined,
+      replicaUrls: [],
+      replicaMaxLagMs: 1_000,
+      replicaReadWaitMs: 50,
+    });
+    const c = loadConfig({
+      ...own,
+      DATABASE_DIRECT_URL: "postgresql://primary:5432/db",
+      DATABASE_REPLICA_URLS: " postgres://r1/db, ,postgresql://r2:5433/db ",
+      REPLICA_MAX_LAG_MS: "250",
+      REPLICA_READ_WAIT_MS: "0",
+    });
+    expect(c).toMatchObject({
+      directUrl: "postgresql://primary:5432/db",
+      replicaUrls: ["postgres://r1/db", "postgresql://r2:5433/db"],
+      replicaMaxLagMs: 250,
+      replicaReadWaitMs: 0,
+    });
+    expect(() => loadConfig({ DATABASE_REPLICA_URLS: "postgres://r1/db" })).toThrow(/need DATABASE_URL/);
+    expect(() => loadConfig({ DATABASE_DIRECT_URL: "postgres://p/db" })).toThrow(/need DATABASE_URL/);
+    // The password of a URL that is not one is not repeated in the error.
+    const bad = () => loadConfig({ ...own, DATABASE_REPLICA_URLS: "mysql://u:secret@r1/db" });
+    expect(bad).toThrow(/DATABASE_REPLICA_URLS must be postgresql:\/\/ URLs/);
+    expect(bad).not.toThrow(/secret/);
+    expect(() => loadConfig({ ...own, REPLICA_MAX_LAG_MS: "-1" })).toThrow(/REPLICA_MAX_LAG_MS/);
+  });
+
   it("names the variable that is wrong", () => {
     expect(() => loadConfig({ PORT: "http" })).toThrow(ConfigError);
     expect(() => loadConfig({ PORT: "70000" })).toThrow(/PORT must be an integer/);

@@ -5,6 +5,7 @@ import pg from "pg";
 import type { Logger } from "../logger.ts";
 import { whileHolding } from "../network-guard.ts";
 import { migrations } from "./migrations/index.ts";
+import { withoutNamedStatements } from "./sql.ts";
 
 /** The ORM type the service uses. */
 export type Orm = MikroORM;
@@ -16,6 +17,12 @@ export type Em = EntityManager;
  * document) never forks one.
  */
 export type LazyEm = () => Em;
+
+/**
+ * Runs read-only work where it may be served: a streaming replica that has everything committed before the
+ * request began, or the primary (platform/db/replicas.ts). The entity manager it gives is only for reading.
+ */
+export type Reader = <T>(fn: (em: Em) => Promise<T>) => Promise<T>;
 
 /** Limits that keep one slow or stuck unit of work from holding the pool (ARCHITECTURE.md "Data"). */
 export interface DbTimeouts {
@@ -44,6 +51,15 @@ export interface OrmOptions {
   logger: Logger;
   /** Unset: no limits (migrations and operators' tools, whose statements may rightly run long). */
   timeouts?: DbTimeouts;
+  /**
+   * `databaseUrl` is a pooler in transaction mode (PgBouncer): each transaction, or each statement outside one,
+   * may run on another server session. Nothing is asked of the session: no startup parameters beyond the
+   * application's name (PgBouncer refuses others; the time-outs are then the database role's, see
+   * docs/operations.md), no named prepared statements ({@link sql}).
+   */
+  pooled?: boolean;
+  /** What the connections are called in `pg_stat_activity`. */
+  applicationName?: string;
 }
 
 /**
@@ -59,8 +75,8 @@ class GuardedEntityManager extends EntityManager {
 
 /** Connects the ORM. No global context: every unit of work forks its own EntityManager. */
 export async function createOrm(options: OrmOptions): Promise<Orm> {
-  const { timeouts, logger } = options;
-  return MikroORM.init({
+  const { timeouts, logger, pooled = false } = options;
+  const orm = await MikroORM.init({
     clientUrl: options.databaseUrl,
     entityManager: GuardedEntityManager,
     entities: options.schema.entities,
@@ -82,12 +98,13 @@ export async function createOrm(options: OrmOptions): Promise<Orm> {
     pool: { min: options.poolSize, max: options.poolSize },
     // Passed to `pg.Pool`: `connectionTimeoutMillis` also bounds the wait for a free pooled connection.
     driverOptions: {
-      application_name: "partner-api",
-      ...(timeouts && {
-        connectionTimeoutMillis: timeouts.acquireMs,
-        statement_timeout: timeouts.statementMs,
-        idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
-      }),
+      application_name: options.applicationName ?? "partner-api",
+      ...(timeouts &&
+        !pooled && {
+          connectionTimeoutMillis: timeouts.acquireMs,
+          statement_timeout: timeouts.statementMs,
+          idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
+        }),
       onPoolCreated: (pool: pg.Pool) => {
         pool.on("connect", (client) => {
           // PostgreSQL ends a session whose transaction sat idle too long (a unit of work stuck on something
@@ -115,6 +132,36 @@ export async function createOrm(options: OrmOptions): Promise<Orm> {
     debug: false,
     logger: (message) => logger.debug("orm", { message }),
   });
+  if (pooled) withoutNamedStatements(orm.em);
+  return orm;
+}
+
+/**
+ * Behind a pooler the service cannot set `statement_timeout` and `idle_in_transaction_session_timeout` when it
+ * connects (PgBouncer refuses the startup parameters): the sessions have the database role's settings. Says so
+ * loudly when those are off, with the statement that sets them (docs/operations.md "Past one database server").
+ */
+export async function checkPooledTimeouts(orm: Orm, timeouts: DbTimeouts, logger: Logger): Promise<void> {
+  const rows = await orm.em
+    .fork()
+    .getConnection()
+    .execute<{ statement: string; idle: string; role: string; db: string }[]>(
+      `select current_setting('statement_timeout') as statement,
+              current_setting('idle_in_transaction_session_timeout') as idle, current_user as role, current_database() as db`,
+    );
+  const row = rows[0];
+  if (row && (row.statement === "0" || row.idle === "0")) {
+    logger.warn(
+      "the pooled database sessions have no statement or idle-in-transaction time-out: set them on the role",
+      {
+        statement_timeout: row.statement,
+        idle_in_transaction_session_timeout: row.idle,
+        fix:
+          `alter role "${row.role}" in database "${row.db}" set statement_timeout = '${timeouts.statementMs}ms'; ` +
+          `alter role "${row.role}" in database "${row.db}" set idle_in_transaction_session_timeout = '${timeouts.idleInTransactionMs}ms'`,
+      },
+    );
+  }
 }
 
 /** How long past the server's statement time-out a query may go unanswered before its connection is dropped. */
@@ -149,9 +196,10 @@ function watchQueries(client: pg.PoolClient, limitMs: number, logger: Logger): v
 const MIGRATION_LOCK = 7_104_223_301;
 
 /**
- * Applies pending migrations under a PostgreSQL advisory lock, so replicas starting together migrate once
- * (MikroORM's migrator takes no lock of its own). It uses an ORM of its own, without the service's
- * statement time-out. Returns the names of the migrations applied.
+ * Applies pending migrations under a PostgreSQL advisory lock, so instances starting together migrate once
+ * (MikroORM's migrator takes no lock of its own). The lock is a session's: `databaseUrl` must reach the primary
+ * itself, never a pooler in transaction mode (`DATABASE_DIRECT_URL`). It uses an ORM of its own, without the
+ * service's statement time-out. Returns the names of the migrations applied.
  */
 export async function migrate(databaseUrl: string, schema: Schema, logger: Logger): Promise<string[]> {
   const lock = new pg.Client({ connectionString: databaseUrl, application_name: "partner-api migrate" });

@@ -27,7 +27,7 @@ export async function sql<T = Record<string, unknown>>(
 ): Promise<T[]> {
   const tx = em.getTransactionContext();
   let rows: Record<string, unknown>[];
-  if (options.prepare && !tx) {
+  if (options.prepare && !tx && !unnamedOnly.has(em.getConnection())) {
     const pool = await nativePool(em);
     const result = await pool.query({ name: statementName(text), text, values: params as unknown[] });
     rows = result.rows;
@@ -55,6 +55,18 @@ export interface SqlOptions {
    * whose plan does not depend on the parameters' values.
    */
   prepare?: boolean;
+}
+
+/** Connections behind a pooler in transaction mode, where a named statement may be missing or already exist. */
+const unnamedOnly = new WeakSet<object>();
+
+/**
+ * Makes {@link SqlOptions.prepare} a no-op on `em`'s connections: behind PgBouncer in transaction mode, a
+ * statement prepared on one server session is unknown on the next (or already exists there: `prepared
+ * statement "q…" already exists`).
+ */
+export function withoutNamedStatements(em: Em): void {
+  unnamedOnly.add(em.getConnection());
 }
 
 const names = new Map<string, string>();

@@ -61,7 +61,15 @@ export const kCaller = createContextKey<Caller | undefined>(undefined, { descrip
  * Nothing below the edge forks its own.
  */
 export type UnitOfWork =
-  | { readonly kind: "read" | "write"; readonly em: LazyEm }
+  | {
+      readonly kind: "read" | "write";
+      readonly em: LazyEm;
+      /**
+       * Reads only: runs read-only work on a streaming replica that has replayed everything the primary had
+       * committed when it began (or on the primary), when the service has replicas (platform/db/replicas.ts).
+       */
+      readonly replica?: <T>(fn: (em: Em) => Promise<T>) => Promise<T>;
+    }
   | { readonly kind: "idempotent"; readonly em: Em; readonly key: string }
   | { readonly kind: "audited"; readonly em: Em };
 
@@ -90,6 +98,18 @@ export async function inUnit<T>(values: ContextValues, unit: UnitOfWork, fn: () 
 export function emOf(values: ContextValues): Em {
   const unit = unitOf(values);
   return typeof unit.em === "function" ? unit.em() : unit.em;
+}
+
+/**
+ * Runs a handler's read-only work on a replica when the edge gave this request one, else on the request's own
+ * EntityManager. For the reads of GET methods only: never a read that decides a write, and `fn` writes nothing
+ * (on a replica its transaction is read-only). What it returns reflects at least everything committed before the
+ * request began, wherever it ran: a revoked consent, the partner's own writes, the change a webhook announced.
+ */
+export function replicaRead<T>(values: ContextValues, fn: (em: Em) => Promise<T>): Promise<T> {
+  const unit = unitOf(values);
+  if ((unit.kind === "read" || unit.kind === "write") && unit.replica) return unit.replica(fn);
+  return fn(emOf(values));
 }
 
 /**

@@ -110,16 +110,13 @@ export function isPoolExhausted(err: unknown): boolean {
   return false;
 }
 
-const UNAVAILABLE_SQLSTATES = new Set([
-  "57P01",
-  "57P02",
-  "57P03",
-  "08000",
-  "08001",
-  "08003",
-  "08004",
-  "08006",
-]);
+/**
+ * The server shutting down or starting (57P01-57P03), too many connections (53300), and every connection
+ * exception (class 08): PgBouncer answers with 08P01 when it lost its server connection (`server conn
+ * crashed?`), cannot log in to the server yet, or a client waited past its `query_wait_timeout`.
+ */
+const UNAVAILABLE_SQLSTATES = new Set(["57P01", "57P02", "57P03", "53300"]);
+const isConnectionException = (code: string) => code.startsWith("08") && code.length === 5;
 const UNAVAILABLE_NETWORK = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH"]);
 
 /** True for errors that mean the database could not be reached or went away mid-request. */
@@ -129,7 +126,10 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     e && depth < 5;
     depth++
   ) {
-    if (typeof e.code === "string" && (UNAVAILABLE_SQLSTATES.has(e.code) || UNAVAILABLE_NETWORK.has(e.code)))
+    if (
+      typeof e.code === "string" &&
+      (UNAVAILABLE_SQLSTATES.has(e.code) || isConnectionException(e.code) || UNAVAILABLE_NETWORK.has(e.code))
+    )
       return true;
     if (
       typeof e.message === "string" &&
