@@ -17,6 +17,7 @@ const benches: { name: string; file: string; env?: Record<string, string> }[] = 
   { name: "disbursements", file: "disbursements" },
   { name: "isolation", file: "isolation" },
   { name: "portal", file: "portal" },
+  { name: "replicas", file: "replicas" },
   { name: "scaleout", file: "scaleout" },
   { name: "scaleout webhooks", file: "webhooks", env: { BENCH_INSTANCES: "2" } },
   { name: "scaleout retries", file: "retries", env: { BENCH_INSTANCES: "2" } },

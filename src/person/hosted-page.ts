@@ -18,6 +18,7 @@ import {
   NOT_FOUND,
   SOMEONE_ELSE,
   sessionPage,
+  UNAVAILABLE,
 } from "./page-html.ts";
 import {
   cookie,
@@ -27,6 +28,7 @@ import {
   sendError,
   sendHtml,
   tokenOf,
+  unavailableError,
   wantsJson,
 } from "./page-http.ts";
 
@@ -91,6 +93,11 @@ async function failOn<V extends HostedView>(pages: Pages, flow: HostedFlow<V>, x
       err,
       message({ title: "Something is not right", text: err.message }),
     );
+  const away = unavailableError(err);
+  if (away) {
+    pages.logger.warn("hosted page unavailable", { requestId, page: flow.name, err: (err as Error).message });
+    return sendError(req, res, requestId, away, message(UNAVAILABLE));
+  }
   pages.logger.error("hosted page failed", { requestId, page: flow.name, err });
   return sendError(req, res, requestId, new ApiError("internal"), message(FAILED));
 }
@@ -253,6 +260,11 @@ async function openPrompt(pages: Pages, x: Exchange, open: OpenPrompt): Promise<
   } catch (err) {
     const expired = message({ title: "This link has expired", text: "Open the request again in your app." });
     if (isApiError(err)) return sendError(req, res, requestId, err, expired);
+    const away = unavailableError(err);
+    if (away) {
+      pages.logger.warn("prompt page unavailable", { requestId, err: (err as Error).message });
+      return sendError(req, res, requestId, away, message(UNAVAILABLE));
+    }
     pages.logger.error("prompt page failed", { requestId, err });
     return sendError(req, res, requestId, new ApiError("internal"), message(FAILED));
   }

@@ -70,6 +70,11 @@ export function message(note: Note): string {
 
 export const NOT_ALLOWED: Note = { title: "Not allowed", text: "Open the link in your browser." };
 export const FAILED: Note = { title: "Something went wrong", text: "Please try again in a moment." };
+/** The database away for a moment (a restart, a failover) or too busy: nothing was done. */
+export const UNAVAILABLE: Note = {
+  title: "Try again in a moment",
+  text: "This page could not be loaded just now, and nothing was changed. Reload it in a few seconds.",
+};
 export const NOT_FOUND: Note = {
   title: "Link not found",
   text: "Check that you opened the whole link from your messages.",

@@ -3,6 +3,7 @@ import type { Http2ServerRequest } from "node:http2";
 import { ApiError } from "../platform/errors.ts";
 import type { AnyResponse } from "../platform/http/rest-errors.ts";
 import { restErrorBody } from "../platform/http/rest-errors.ts";
+import { isDatabaseUnavailable, isPoolExhausted } from "../platform/rpc/errors.ts";
 
 /** A request to a hosted page, on HTTP/1.1 or HTTP/2. */
 export type Req = IncomingMessage | Http2ServerRequest;
@@ -102,4 +103,13 @@ export function sendError(req: Req, res: AnyResponse, requestId: string, err: Ap
     return;
   }
   sendHtml(res, err.httpStatus, html);
+}
+
+/**
+ * The database away (a restart, a failover) or too busy to lend a connection in time: 503 with `Retry-After`, as
+ * the API answers, and the person asked to reload; the page's transaction did not commit.
+ */
+export function unavailableError(err: unknown): ApiError | undefined {
+  if (!isDatabaseUnavailable(err) && !isPoolExhausted(err)) return undefined;
+  return new ApiError("unavailable", undefined, { retryAfterSeconds: 1, cause: err });
 }

@@ -65,6 +65,7 @@ const FAMILIES: Record<string, { type: string; labels: string[] }> = {
   retention_purged_rows_total: { type: "counter", labels: ["table"] },
   retention_dropped_partitions_total: { type: "counter", labels: ["table"] },
   network_calls_in_transaction_total: { type: "counter", labels: ["kind"] },
+  db_reads_total: { type: "counter", labels: ["target", "reason"] },
   webhook_deliveries_due: { type: "gauge", labels: ["environment"] },
   webhook_deliveries_oldest_due_seconds: { type: "gauge", labels: [] },
   job_queue_depth: { type: "gauge", labels: ["queue"] },

@@ -118,6 +118,8 @@ describe("raw SQL", () => {
       "platform/crypto/data-keys.ts", // owns data_keys
       "platform/http/listener-registry.ts", // owns instance_listeners
       "platform/metrics-gauges.ts", // the queue and backlog gauges of /metrics, read-only
+      "platform/db/lsn.ts", // the primary's WAL position, no table
+      "platform/db/replicas.ts", // a replica's replay position, no table
       "master-key.ts", // db:rekey re-seals every sealed column, an operator's tool
     ];
     const offenders = sources.filter((f) => !allowed.includes(f) && /\bsql\s*[<(]/.test(text(f)));

@@ -23,7 +23,13 @@ export async function acceptMandate(
   key: string,
   id: string,
 ): Promise<any> {
-  const get = async () => (await rest(t.partnerUrl, "GET", `/partner/v1/disbursements/${id}`, { key })).body;
+  // A GET that is not answered (a 503 while the database is away) throws, so the caller tries again: its error body
+  // has no status, and must never read as "no longer awaiting acceptance".
+  const get = async () => {
+    const res = await rest(t.partnerUrl, "GET", `/partner/v1/disbursements/${id}`, { key });
+    if (res.status !== 200) throw new Error(`GET disbursement answered ${res.status}`);
+    return res.body;
+  };
   const d = await get();
   if (d.status !== "AWAITING_ACCEPTANCE") return d;
   // Another caller accepting the same mandate at the same time is not a failure: the person accepted once.

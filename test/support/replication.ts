@@ -59,8 +59,11 @@ export interface ReplicatedCluster {
   /** As {@link Replica.statements}, on the primary. */
   primaryStatements(filter?: string): Promise<number>;
   resetPrimaryStatements(): Promise<void>;
-  /** Fast shutdown of the primary, then a start on the same port; the replicas reconnect by themselves. */
-  restartPrimary(): Promise<void>;
+  /**
+   * Fast shutdown of the primary, then (after `downMs`, as a failover keeps it away) a start on the same port;
+   * the replicas reconnect by themselves.
+   */
+  restartPrimary(downMs?: number): Promise<void>;
   /** Stops the replicas and the primary and removes their data. */
   stop(): Promise<void>;
 }
@@ -452,8 +455,9 @@ export async function startReplicatedCluster(
       async resetPrimaryStatements() {
         await query(primaryUrl, "select pg_stat_statements_reset()");
       },
-      async restartPrimary() {
+      async restartPrimary(downMs = 0) {
         await current.stop();
+        if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
         current = await startEmbeddedPostgres({
           dataDir: primaryDir,
           database: DATABASE,
