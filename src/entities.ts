@@ -21,6 +21,7 @@ import { PersonCodeEntity } from "./person/person-code.entity.ts";
 import { PromptSessionEntity } from "./person/prompt-session.entity.ts";
 import { DataKeyEntity } from "./platform/crypto/data-key.entity.ts";
 import type { Schema } from "./platform/db/orm.ts";
+import { ReplicaHasApplied } from "./platform/db/replica-applied.routine.ts";
 import { InstanceListenerEntity } from "./platform/http/listener-registry.entity.ts";
 import { PortalAuditEventEntity } from "./portal/audit-event.entity.ts";
 import { PortalInviteEntity } from "./portal/invite.entity.ts";
@@ -31,6 +32,7 @@ import { RateLimitBucketEntity } from "./ratelimit/rate-limit-bucket.entity.ts";
 import { RateLimitTake } from "./ratelimit/rate-limit-take.routine.ts";
 import { SandboxFixtureEntity } from "./sandbox/sandbox-fixture.entity.ts";
 import { SigningKeyEntity } from "./signing/signing-key.entity.ts";
+import { SnapshotRow } from "./snapshot/snapshot-row.routine.ts";
 import { KycEntity } from "./standing/kyc.entity.ts";
 import { SandboxStandingEntity } from "./standing/sandbox-standing.entity.ts";
 import { StandingEntity } from "./standing/standing.entity.ts";
@@ -89,7 +91,7 @@ export const entities = [
 ];
 
 /** Every stored routine the migrations create, declared so the schema diff compares them too. */
-export const routines = [RateLimitTake];
+export const routines = [RateLimitTake, ReplicaHasApplied, SnapshotRow];
 
 /** What the platform's ORM is opened with: every entity and stored routine of the service. */
 export const schema: Schema = { entities, routines };

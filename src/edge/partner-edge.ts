@@ -38,18 +38,19 @@ export function createPartnerEdge(o: PartnerEdgeOptions): Edge {
       };
       const kind = rateClassOf(call.method);
       const { replicas } = o;
+      // Reads of GET methods may run on a replica, in the caller's tenant (platform/db/replicas.ts).
+      const scoped = (em: Em) => {
+        if (caller) scopeToTenant(em, caller);
+      };
       const replica =
         replicas && kind === "read"
-          ? <T>(fn: (em: Em) => Promise<T>) =>
-              replicas.read(
-                unit,
-                (em) => {
-                  if (caller) scopeToTenant(em, caller);
-                },
-                fn,
-              )
+          ? <T>(fn: (em: Em) => Promise<T>) => replicas.read(unit, scoped, fn)
           : undefined;
-      call.values.set(kUnit, { kind, em: unit, replica });
+      const replicaAt =
+        replicas && kind === "read"
+          ? <T>(fn: (em: Em, after: string | null) => Promise<T>) => replicas.readAt(unit, scoped, fn)
+          : undefined;
+      call.values.set(kUnit, { kind, em: unit, replica, replicaAt });
       caller = await authenticate(o, call, unit);
       call.values.set(kCaller, caller);
       // The tenancy boundary: every partner-owned entity this request reads or writes is the caller's.

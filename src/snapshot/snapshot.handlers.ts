@@ -6,7 +6,7 @@ import type { LedgerService } from "../ledger/ledger.service.ts";
 import { limitsOf } from "../limits/limits.context.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import type { Metrics } from "../platform/metrics.ts";
-import { callerOf, emOf, replicaRead } from "../platform/rpc/context.ts";
+import { callerOf, emOf, replicaReadAt } from "../platform/rpc/context.ts";
 import type { ConcurrencyLimiter } from "../ratelimit/limiters.service.ts";
 import type { StandingService } from "../standing/standing.service.ts";
 import type { SnapshotService } from "./snapshot.service.ts";
@@ -40,7 +40,7 @@ export function createSnapshotHandlers(
       try {
         const body = await snapshots.read(
           emOf(ctx.values),
-          (fn) => replicaRead(ctx.values, fn),
+          (fn) => replicaReadAt(ctx.values, fn),
           caller,
           req.userId,
           req.ledgerWindowDays,

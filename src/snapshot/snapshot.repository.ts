@@ -1,11 +1,12 @@
 import type { Scope } from "../consent/consent.service.ts";
 import type { Em } from "../platform/db/orm.ts";
-import { sql } from "../platform/db/sql.ts";
+import { ReplicaBehind } from "../platform/db/replicas.ts";
+import { namedStatements, sql } from "../platform/db/sql.ts";
 import type { Tenant } from "../platform/tenancy.ts";
 import { FIXTURE_LENDER_ID } from "../platform/tenancy.ts";
 import type { Tier } from "../standing/standing.service.ts";
 
-/** Cashflow signals look back this far, whatever the window. */
+/** Cashflow signals look back this far, whatever the window (`snapshot_row`'s `- 89`: a change is a migration). */
 export const CASHFLOW_DAYS = 90;
 
 /** What the one-query read returns. */
@@ -57,7 +58,7 @@ export interface SnapshotData {
 // from one range of the daily roll-ups, and the repayment history from its roll-ups (maintained when loans and
 // installments settle: a few rows however many loans). Each table is read once: a sub-query costs its own index
 // search, and this runs on every read.
-const QUERY = `
+export const SNAPSHOT_QUERY = `
 with c as (
   select id, status, scopes, ledger_window_days, max_ledger_window_days, expires_at from consents
    where partner_id = $1 and environment = $2 and user_id = $3 order by granted_at desc, id desc limit 1
@@ -135,9 +136,14 @@ const historyScopes = (tenant: Tenant): string[] =>
 // which the platform's own ledger never does.
 
 /**
- * The snapshot's data in one round trip (it earns raw SQL: the hot read, a prepared statement whose plan
- * PostgreSQL keeps, reading the consent, standing, KYC, ledger roll-ups and repayment history of other
- * features' tables read-only, scoped to the tenant for the consent).
+ * The snapshot's data in one round trip (it earns raw SQL: the hot read, reading the consent, standing, KYC, ledger
+ * roll-ups and repayment history of other features' tables read-only, scoped to the tenant for the consent). On
+ * the primary, {@link SNAPSHOT_QUERY} as a named prepared statement, whose plan PostgreSQL keeps. On a replica
+ * (`after`, the primary's WAL position it must have applied), or behind a pooler where a named statement cannot
+ * be kept, the same query in the function `snapshot_row` (snapshot-row.routine.ts), which checks the replica
+ * first and keeps its plan per session: a replica that has not applied `after` answers no row, and the read is
+ * made again on the primary ({@link ReplicaBehind}). The function costs more than the prepared statement
+ * (bench:replicas measured about twice the primary's database time per read), hence both.
  */
 export async function readSnapshotRow(
   em: Em,
@@ -145,10 +151,12 @@ export async function readSnapshotRow(
   userId: string,
   requestedDays: number | undefined,
   today: string,
-): Promise<SnapshotData | undefined> {
+  after: string | null,
+): Promise<SnapshotData> {
+  const direct = after === null && namedStatements(em);
   const [row] = await sql<SnapshotData>(
     em,
-    QUERY,
+    direct ? SNAPSHOT_QUERY : "select * from snapshot_row($1, $2, $3, $4, $5, $6, $7, $8)",
     [
       tenant.partnerId,
       tenant.environment,
@@ -157,8 +165,10 @@ export async function readSnapshotRow(
       today,
       historyScopes(tenant),
       tenant.environment === "production" ? [""] : ["", tenant.partnerId],
+      ...(direct ? [] : [after]),
     ],
     { prepare: true },
   );
+  if (!row) throw new ReplicaBehind();
   return row;
 }

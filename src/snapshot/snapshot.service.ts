@@ -33,7 +33,7 @@ export type SnapshotService = ReturnType<typeof createSnapshotService>;
 
 /** The row and consent a snapshot is read under, or the refusal the read gets; the window it covers. */
 function consentAndWindow(
-  row: SnapshotData | undefined,
+  row: SnapshotData,
   requestedDays: number | undefined,
   now: Date,
 ): { data: SnapshotData; consent: NonNullable<SnapshotData["consent"]>; days: number } {
@@ -75,9 +75,9 @@ async function readSnapshot(
   }
   const now = clock.now();
   const today = utcDay(now);
-  // The consent and the data in one query, on a replica when there is one: it has replayed everything the primary
-  // had committed when the read began, a revocation included (platform/db/replicas.ts).
-  const row = await reader((r) => readSnapshotRow(r, caller, userId, requestedDays, today));
+  // The consent and the data in one statement, on a replica when there is one: it has applied everything the
+  // primary had committed when the read began, a revocation included (platform/db/replicas.ts).
+  const row = await reader((r, after) => readSnapshotRow(r, caller, userId, requestedDays, today, after));
   const { data, consent, days } = consentAndWindow(row, requestedDays, now);
   const has = (s: Scope) => consent.scopes.includes(s);
   // The groups in the contract's order: the document is returned as built, and signed as canonical JSON.

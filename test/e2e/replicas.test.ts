@@ -19,8 +19,8 @@ let t: TestApp;
 let p: PartnerFixture;
 let receiver: TestReceiver;
 
-/** A table only the snapshot query reads: its calls on a server are the snapshot reads that server served. */
-const SNAPSHOT_QUERY = "ledger_counterparty_days";
+/** The snapshot read's statement: its calls on a server are the snapshot reads that server served. */
+const SNAPSHOT_QUERY = "snapshot_row";
 
 /** `db_reads_total` of `app` by `target:reason`. */
 async function reads(app: TestApp): Promise<Record<string, number>> {

@@ -264,7 +264,7 @@ describe.skipIf(!available)("the primary restarted under load, behind PgBouncer,
     await eventually(
       async () => {
         expect((await call("read", `/partner/v1/users/${users[0]}/snapshot`)).status).toBe(200);
-        return ((await replica?.statements("ledger_counterparty_days")) ?? 0) > 0;
+        return ((await replica?.statements("snapshot_row")) ?? 0) > 0;
       },
       { timeoutMs: 15_000, what: "snapshot reads on the replica again" },
     );

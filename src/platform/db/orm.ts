@@ -19,10 +19,11 @@ export type Em = EntityManager;
 export type LazyEm = () => Em;
 
 /**
- * Runs read-only work where it may be served: a streaming replica that has everything committed before the
- * request began, or the primary (platform/db/replicas.ts). The entity manager it gives is only for reading.
+ * Runs one read-only statement where it may be served: a streaming replica, given the primary's WAL position it
+ * must have applied (`after`; null on the primary), whose statement checks so itself and throws `ReplicaBehind`
+ * when it has not (platform/db/replicas.ts). The entity manager it gives is only for reading.
  */
-export type Reader = <T>(fn: (em: Em) => Promise<T>) => Promise<T>;
+export type Reader = <T>(fn: (em: Em, after: string | null) => Promise<T>) => Promise<T>;
 
 /** Limits that keep one slow or stuck unit of work from holding the pool (ARCHITECTURE.md "Data"). */
 export interface DbTimeouts {

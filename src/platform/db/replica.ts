@@ -1,34 +1,21 @@
 import pg from "pg";
 import type { Logger } from "../logger.ts";
-import { type Lsn, parseLsn } from "./lsn.ts";
+import { formatLsn, type Lsn, parseLsn } from "./lsn.ts";
 import type { Orm } from "./orm.ts";
 
 /** Runs one statement on one connection of a replica (a read's transaction, or the probe's own session). */
 export type ReplicaQuery = <T>(text: string, params?: unknown[]) => Promise<T[]>;
 
 /**
- * True when the replica has applied every complete WAL record up to `target`, a flush position of the primary,
- * so that a snapshot taken after this returns sees every transaction the primary had acknowledged by then.
- *
- * Usually `pg_last_wal_replay_lsn()` has reached `target`. But the primary's WAL writer flushes whole pages, so
- * its flush position may fall inside a record that continues on the next page (one of the rate limiter's commits,
- * which do not wait for the flush): the replica cannot replay up to a position inside a record, and waits for
- * the rest. It has then applied everything before that record, every acknowledged commit among it, which shows as
- * having received WAL up to `target` and, checked afterwards, its startup process waiting for more
- * (`RecoveryWalStream`; `pg_stat_activity` shows it to superusers and members of `pg_read_all_stats`).
+ * True when the replica has applied every complete WAL record up to `target`, a flush position of its primary
+ * (`replica_has_applied`, platform/db/replica-applied.routine.ts): a snapshot taken afterwards (the next statement
+ * of a transaction, or of a volatile function) sees every transaction the primary had acknowledged by then.
  */
 export async function hasApplied(query: ReplicaQuery, target: Lsn): Promise<boolean> {
-  const [at] = await query<{ replayed: string | null; received: string | null }>(
-    "select pg_last_wal_replay_lsn()::text as replayed, pg_last_wal_receive_lsn()::text as received",
-  );
-  if (!at?.replayed) throw new Error("not a streaming replica: pg_last_wal_replay_lsn() is null");
-  if (parseLsn(at.replayed) >= target) return true;
-  if (!at.received || parseLsn(at.received) < target) return false;
-  // Asked after the position received: a startup process waiting now has applied all that was received then.
-  const [startup] = await query<{ waiting: boolean | null }>(
-    "select wait_event = 'RecoveryWalStream' as waiting from pg_stat_activity where backend_type = 'startup'",
-  );
-  return startup?.waiting === true;
+  const [row] = await query<{ ok: boolean }>("select replica_has_applied($1::pg_lsn) as ok", [
+    formatLsn(target),
+  ]);
+  return row?.ok === true;
 }
 
 /** The primary's recent WAL positions and when they were seen, for measuring how far behind a replica is. */

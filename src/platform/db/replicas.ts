@@ -1,6 +1,6 @@
 import type { Logger } from "../logger.ts";
 import { isDatabaseUnavailable } from "../rpc/errors.ts";
-import { type Lsn, PrimaryPosition } from "./lsn.ts";
+import { formatLsn, type Lsn, PrimaryPosition } from "./lsn.ts";
 import { createOrm, type DbTimeouts, type Em, type Orm, type Schema } from "./orm.ts";
 import { hasApplied, PrimaryHistory, Replica, replicaName } from "./replica.ts";
 import { sql } from "./sql.ts";
@@ -47,12 +47,25 @@ export interface Replicas {
    * manager as the primary's is (the tenant filter).
    */
   read<T>(primary: () => Em, prepare: (em: Em) => void, fn: (em: Em) => Promise<T>): Promise<T>;
+  /**
+   * As {@link read}, for a read of one statement that checks the replica itself (`replica_has_applied` first, in a
+   * volatile function): `fn` gets the primary's WAL position it must see (null on the primary) and throws
+   * {@link ReplicaBehind} when the statement found the replica short of it. No transaction, one round trip.
+   */
+  readAt<T>(
+    primary: () => Em,
+    prepare: (em: Em) => void,
+    fn: (em: Em, after: string | null) => Promise<T>,
+  ): Promise<T>;
   status(): ReplicaStatus[];
   close(): Promise<void>;
 }
 
-/** A replica that has not replayed what a read must see, found by the read's own check on the replica. */
-class ReplicaBehind extends Error {}
+/**
+ * A replica that has not applied what a read must see, found by the read's own check on the replica: the read is
+ * made again on the primary. Thrown by a read of {@link Replicas.readAt} whose statement answered nothing for it.
+ */
+export class ReplicaBehind extends Error {}
 
 /** Replicas chosen per read, probed in the background: what {@link startReplicas} returns. */
 class ReplicaRouter implements Replicas {
@@ -104,20 +117,52 @@ class ReplicaRouter implements Replicas {
   }
 
   async read<T>(primaryEm: () => Em, prepare: (em: Em) => void, fn: (em: Em) => Promise<T>): Promise<T> {
+    return this.#route(
+      primaryEm,
+      (replica, lsn) => readOn(replica, lsn, prepare, fn),
+      () => fn(primaryEm()),
+    );
+  }
+
+  async readAt<T>(
+    primaryEm: () => Em,
+    prepare: (em: Em) => void,
+    fn: (em: Em, after: string | null) => Promise<T>,
+  ): Promise<T> {
+    return this.#route(
+      primaryEm,
+      (replica, lsn) => {
+        const em = replica.orm.em.fork();
+        prepare(em);
+        return fn(em, formatLsn(lsn));
+      },
+      () => fn(primaryEm(), null),
+    );
+  }
+
+  /**
+   * Runs `onReplica` on a healthy replica that has applied the primary's position as of now (waiting up to
+   * `readWaitMs`), or `onPrimary`: when none is healthy or caught up, or the replica fails or is found behind.
+   */
+  async #route<T>(
+    primaryEm: () => Em,
+    onReplica: (replica: Replica, lsn: Lsn) => Promise<T>,
+    onPrimary: () => Promise<T>,
+  ): Promise<T> {
     const { onRead, maxLagMs, readWaitMs } = this.#o;
     if (!this.#replicas.some((r) => r.healthy(maxLagMs))) {
       onRead?.({ target: "primary", reason: "no_healthy_replica" });
-      return fn(primaryEm());
+      return onPrimary();
     }
     const lsn = await this.#position.after(primaryEm());
     this.#history.add(lsn);
     const replica = this.#choose(lsn);
     if (!replica || !(await replica.waitFor(lsn, readWaitMs))) {
       onRead?.({ target: "primary", reason: replica ? "replica_behind" : "no_healthy_replica" });
-      return fn(primaryEm());
+      return onPrimary();
     }
     try {
-      const result = await readOn(replica, lsn, prepare, fn);
+      const result = await onReplica(replica, lsn);
       onRead?.({ target: "replica", reason: "fresh" });
       return result;
     } catch (err) {
@@ -125,7 +170,7 @@ class ReplicaRouter implements Replicas {
       if (!behind && !isDatabaseUnavailable(err)) throw err;
       if (!behind) replica.down();
       onRead?.({ target: "primary", reason: behind ? "replica_behind" : "replica_failed" });
-      return fn(primaryEm());
+      return onPrimary();
     }
   }
 

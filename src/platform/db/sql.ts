@@ -69,6 +69,11 @@ export function withoutNamedStatements(em: Em): void {
   unnamedOnly.add(em.getConnection());
 }
 
+/** False behind a pooler in transaction mode ({@link withoutNamedStatements}): `prepare` is then a no-op. */
+export function namedStatements(em: Em): boolean {
+  return !unnamedOnly.has(em.getConnection());
+}
+
 const names = new Map<string, string>();
 /** A statement's name on the server, derived from its text, so two texts never share one. */
 function statementName(text: string): string {

@@ -69,6 +69,8 @@ export type UnitOfWork =
        * committed when it began (or on the primary), when the service has replicas (platform/db/replicas.ts).
        */
       readonly replica?: <T>(fn: (em: Em) => Promise<T>) => Promise<T>;
+      /** As `replica`, for one statement that checks the replica itself (platform/db/replicas.ts `readAt`). */
+      readonly replicaAt?: <T>(fn: (em: Em, after: string | null) => Promise<T>) => Promise<T>;
     }
   | { readonly kind: "idempotent"; readonly em: Em; readonly key: string }
   | { readonly kind: "audited"; readonly em: Em };
@@ -110,6 +112,20 @@ export function replicaRead<T>(values: ContextValues, fn: (em: Em) => Promise<T>
   const unit = unitOf(values);
   if ((unit.kind === "read" || unit.kind === "write") && unit.replica) return unit.replica(fn);
   return fn(emOf(values));
+}
+
+/**
+ * As {@link replicaRead}, for read-only work of one statement that checks the replica itself: `fn` gets the
+ * primary's WAL position the replica must have applied (null on the primary) and throws `ReplicaBehind` when its
+ * statement found the replica short of it (platform/db/replicas.ts).
+ */
+export function replicaReadAt<T>(
+  values: ContextValues,
+  fn: (em: Em, after: string | null) => Promise<T>,
+): Promise<T> {
+  const unit = unitOf(values);
+  if ((unit.kind === "read" || unit.kind === "write") && unit.replicaAt) return unit.replicaAt(fn);
+  return fn(emOf(values), null);
 }
 
 /**

@@ -25,6 +25,7 @@ import { Migration20261129000000_instance_listeners } from "./Migration202611290
 import { Migration20261130000000_partitioned_history } from "./Migration20261130000000_partitioned_history.ts";
 import { Migration20261201000000_delivery_owner_statistics } from "./Migration20261201000000_delivery_owner_statistics.ts";
 import { Migration20261202000000_counterparty_days } from "./Migration20261202000000_counterparty_days.ts";
+import { Migration20261203000000_replica_reads } from "./Migration20261203000000_replica_reads.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -64,4 +65,5 @@ export const migrations = [
     class: Migration20261201000000_delivery_owner_statistics,
   },
   { name: "Migration20261202000000_counterparty_days", class: Migration20261202000000_counterparty_days },
+  { name: "Migration20261203000000_replica_reads", class: Migration20261203000000_replica_reads },
 ];
