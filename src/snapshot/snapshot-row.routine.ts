@@ -37,7 +37,7 @@ export const SnapshotRow = new Routine({
   type: "function",
   language: "plpgsql",
   params: {
-    p_partner_id: { type: "text", runtimeType: "string" },
+    p_partner: { type: "text", runtimeType: "string" },
     p_environment: { type: "text", runtimeType: "string" },
     p_user_id: { type: "text", runtimeType: "string" },
     p_window_days: { type: "integer", runtimeType: "number" },

@@ -34,7 +34,7 @@ export interface ReplicaStatus {
   /** `host:port/database`, no credentials. */
   name: string;
   healthy: boolean;
-  /** How far behind the primary it is, by how long ago the primary wrote what it has not yet replayed. */
+  /** How far behind the primary it is: how long ago the primary flushed what it has not yet applied. */
   lagMs: number;
 }
 
@@ -167,7 +167,11 @@ class ReplicaRouter implements Replicas {
       return result;
     } catch (err) {
       const behind = err instanceof ReplicaBehind || recoveryConflict(err);
-      if (!behind && !isDatabaseUnavailable(err)) throw err;
+      if (!behind && !isDatabaseUnavailable(err)) {
+        // Answered on the replica, with the read's own error (a 404, say).
+        onRead?.({ target: "replica", reason: "fresh" });
+        throw err;
+      }
       if (!behind) replica.down();
       onRead?.({ target: "primary", reason: behind ? "replica_behind" : "replica_failed" });
       return onPrimary();

@@ -26,7 +26,7 @@ export class Migration20261203000000_replica_reads extends Migration {
       end
       $$`);
     this.addSql(`
-      create function snapshot_row(p_partner_id text, p_environment text, p_user_id text, p_window_days integer,
+      create function snapshot_row(p_partner text, p_environment text, p_user_id text, p_window_days integer,
                                    p_today text, p_history_scopes text[], p_ledger_scopes text[], p_after pg_lsn)
       returns table (consent json, segment text, standing json, kyc json, parties json, "window" json, cash json,
                      history json)
