@@ -3,9 +3,10 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeyService } from "../../gen/internal/v1/api_keys_pb.ts";
 import { PartnerService } from "../../gen/internal/v1/partners_pb.ts";
-import { ConsentAdminService, UserService } from "../../gen/internal/v1/users_pb.ts";
+import { ConsentAdminService } from "../../gen/internal/v1/users_pb.ts";
 import { addDays, lagosDay } from "../../src/platform/dates.ts";
 import { internalClient } from "../support/app.ts";
+import { productionBorrowers } from "../support/borrowers.ts";
 import { type FakePaystack, startFakePaystack } from "../support/fake-paystack.ts";
 import { unusedSmsProvider } from "../support/fake-sms.ts";
 import { acceptMandate } from "../support/mandates.ts";
@@ -94,29 +95,7 @@ describe.skipIf(!available)("the primary restarted under load, behind PgBouncer,
     });
     const partnerId = partner?.id ?? "";
     const { key } = await internal(ApiKeyService).issueApiKey({ partnerId, environment: "production" });
-    const users: string[] = [];
-    for (let i = 0; i < 5; i++) {
-      const id = `usr_failover${i}${randomBytes(3).toString("hex")}`;
-      await internal(UserService).upsertUser({
-        id,
-        phoneNumber: `+23482${String(10_000_000 + i * 7_919 + randomBytes(2).readUInt16BE()).slice(0, 8)}`,
-        segment: "trader",
-        environment: "production",
-      });
-      await internal(UserService).setPaymentInstruments({
-        userId: id,
-        bankRecipientCode: `RCP_F${i}`,
-        debitAuthorizationCode: `AUTH_F${i}`,
-        debitEmail: `f${i}@example.com`,
-      });
-      await internal(ConsentAdminService).grantConsent({
-        userId: id,
-        partnerId,
-        scopes: ["standing"],
-        ledgerWindowDays: 30,
-      });
-      users.push(id);
-    }
+    const users = await productionBorrowers(internal, partnerId, 5, "failover");
     const partnerUrl = api.partnerUrl ?? "";
     const answers: Answer[] = [];
     /** One call with a deadline: status 0 is a call the service left unanswered for 15 s. */

@@ -6,11 +6,12 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiKeyService } from "../../gen/internal/v1/api_keys_pb.ts";
 import { PartnerService } from "../../gen/internal/v1/partners_pb.ts";
-import { ConsentAdminService, UserService } from "../../gen/internal/v1/users_pb.ts";
+import { ConsentAdminService } from "../../gen/internal/v1/users_pb.ts";
 import { addDays, lagosDay } from "../../src/platform/dates.ts";
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from "../../src/platform/db/embedded.ts";
 import { createLogger } from "../../src/platform/logger.ts";
 import { internalClient } from "../support/app.ts";
+import { productionBorrowers } from "../support/borrowers.ts";
 import { type FakePaystack, startFakePaystack } from "../support/fake-paystack.ts";
 import { unusedSmsProvider } from "../support/fake-sms.ts";
 import { acceptMandate } from "../support/mandates.ts";
@@ -112,29 +113,7 @@ describe("two api and two worker processes under load, through crashes and a dat
       body: JSON.stringify({ url: receiver.url, events: ["DISBURSEMENT_DELIVERED"] }),
     });
     expect(hook.status).toBe(200);
-    const users: string[] = [];
-    for (let i = 0; i < 10; i++) {
-      const id = `usr_fault${i}${randomBytes(3).toString("hex")}`;
-      await internal(UserService).upsertUser({
-        id,
-        phoneNumber: `+23481${String(10_000_000 + i * 7919 + Number.parseInt(randomBytes(2).toString("hex"), 16)).slice(0, 8)}`,
-        segment: "trader",
-        environment: "production",
-      });
-      await internal(UserService).setPaymentInstruments({
-        userId: id,
-        bankRecipientCode: `RCP_${i}`,
-        debitAuthorizationCode: `AUTH_${i}`,
-        debitEmail: `u${i}@example.com`,
-      });
-      await internal(ConsentAdminService).grantConsent({
-        userId: id,
-        partnerId,
-        scopes: ["standing"],
-        ledgerWindowDays: 30,
-      });
-      users.push(id);
-    }
+    const users = await productionBorrowers(internal, partnerId, 10, "fault");
 
     // Steady load: each write has its own idempotency key and is retried with it until it gets an answer
     // that is not a 5xx or a network error, on whichever api process is alive.
