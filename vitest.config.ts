@@ -8,13 +8,15 @@ import { SlowestFirst } from "./test/support/slow-first.ts";
 // (or whose own holders have 200 ms to get a connection), processes killed and PostgreSQL stopped while mandates
 // race a skewed clock, retries due within a second, a partner's call beside a burst of real password hashes,
 // four test sends within the two seconds their bucket refills a token in, timers within 50 ms. They run one at a
-// time, after the rest, so no other file's load is counted against them; so does the primary restarted under load
-// behind a pooler and beside a replica. (The other faults and hostile files, the webhook fairness among them, have
-// kept their bounds on a machine loaded far beyond what four files make.)
+// time, after the rest, so no other file's load is counted against them; so do the primary restarted under load
+// behind a pooler and beside a replica, and a replica gone silent under reads. (The other faults and hostile
+// files, the webhook fairness among them, have kept their bounds on a machine loaded far beyond what four files
+// make.)
 const alone = [
   "test/faults/failover.test.ts",
   "test/faults/faults.test.ts",
   "test/faults/pool.test.ts",
+  "test/faults/replica-silence.test.ts",
   "test/faults/retry-punctuality.test.ts",
   "test/faults/unit-of-work.test.ts",
   "test/hostile/portal-signin-burst.test.ts",

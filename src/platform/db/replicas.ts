@@ -67,6 +67,30 @@ export interface Replicas {
  */
 export class ReplicaBehind extends Error {}
 
+/**
+ * How long a read may wait on a replica (for a connection, and for its answer) before it is made on the primary
+ * instead and the replica is left out until a probe finds it again: a replica whose network went silent (a
+ * half-open connection answers nothing and reports no error) must not hold a partner's read. Reads on a
+ * replica take milliseconds; its sessions' statement time-out is {@link REPLICA_STATEMENT_MS}, so a connection
+ * left silent is dropped by the query watchdog (orm.ts) within seconds, not the primary's 30.
+ */
+export const REPLICA_READ_DEADLINE_MS = 2_000;
+/** The statement time-out of replica sessions (at most): reads of a page or a snapshot, never long statements. */
+export const REPLICA_STATEMENT_MS = 5_000;
+
+/** A read on a replica that did not answer within {@link REPLICA_READ_DEADLINE_MS}. */
+class ReplicaSilent extends Error {}
+
+/** `read`, or {@link ReplicaSilent} once the deadline has passed (the read itself is left to end on its own). */
+function withinDeadline<T>(read: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ReplicaSilent()), REPLICA_READ_DEADLINE_MS);
+  });
+  read.catch(() => undefined);
+  return Promise.race([read, late]).finally(() => clearTimeout(timer));
+}
+
 /** Replicas chosen per read, probed in the background: what {@link startReplicas} returns. */
 class ReplicaRouter implements Replicas {
   readonly #o: ReplicaOptions;
@@ -162,12 +186,12 @@ class ReplicaRouter implements Replicas {
       return onPrimary();
     }
     try {
-      const result = await onReplica(replica, lsn);
+      const result = await withinDeadline(onReplica(replica, lsn));
       onRead?.({ target: "replica", reason: "fresh" });
       return result;
     } catch (err) {
       const behind = err instanceof ReplicaBehind || recoveryConflict(err);
-      if (!behind && !isDatabaseUnavailable(err)) {
+      if (!behind && !isDatabaseUnavailable(err) && !(err instanceof ReplicaSilent)) {
         // Answered on the replica, with the read's own error (a 404, say).
         onRead?.({ target: "replica", reason: "fresh" });
         throw err;
@@ -229,7 +253,7 @@ export async function startReplicas(o: ReplicaOptions, primary: Orm): Promise<Re
         schema: o.schema,
         poolSize: o.poolSize,
         logger: o.logger,
-        timeouts: o.timeouts,
+        timeouts: { ...o.timeouts, statementMs: Math.min(o.timeouts.statementMs, REPLICA_STATEMENT_MS) },
         pooled: o.pooled,
         applicationName: "partner-api reads",
       });
