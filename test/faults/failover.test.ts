@@ -81,7 +81,7 @@ const start = (role: string) =>
     return p;
   });
 
-type Answer = { at: number; status: number; kind: "write" | "read" };
+type Answer = { at: number; status: number; kind: "write" | "read"; code?: string };
 
 describe.skipIf(!available)("the primary restarted under load, behind PgBouncer, with a replica", () => {
   it("answers 503 meanwhile (never a 500 or a hang), applies each write and pays each payout once, and reads on the replica again", async () => {
@@ -113,7 +113,10 @@ describe.skipIf(!available)("the primary restarted under load, behind PgBouncer,
       } catch {
         status = 0;
       }
-      answers.push({ at: Date.now(), status, kind });
+      // The error's code says which refusal it was, should an answer other than 200 or 503 come.
+      const code =
+        status !== 200 && text.startsWith("{") ? (JSON.parse(text) as { code?: string }).code : undefined;
+      answers.push({ at: Date.now(), status, kind, ...(code && { code }) });
       return { status, text };
     };
 
