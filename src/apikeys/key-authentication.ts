@@ -32,6 +32,11 @@ interface KeyCache {
    * read that began before a revocation committed must not put the key back for the cache's lifetime.
    */
   generation: number;
+  /**
+   * Lookups in flight by digest: a burst of calls with one key this instance has not looked up yet (a new
+   * instance, or the cache dropped on the change feed's reconnect) costs one query, not one per call.
+   */
+  pending: Map<string, Promise<KeyState | null>>;
 }
 
 /**
@@ -39,10 +44,12 @@ interface KeyCache {
  * secret once, then answered from this instance's cache until a change to it arrives on the change feed.
  */
 export function createKeyAuthentication({ clock, changes }: Pick<ApiKeyServiceOptions, "clock" | "changes">) {
-  const cache: KeyCache = { byHash: new Map(), unknown: new Map(), generation: 0 };
+  const cache: KeyCache = { byHash: new Map(), unknown: new Map(), generation: 0, pending: new Map() };
   changes.subscribe("api_key", (id) => {
     cache.generation++;
     cache.unknown.clear();
+    // A lookup that began before this change may have read the key as it was: later calls make their own.
+    cache.pending.clear();
     if (id === "*") return cache.byHash.clear();
     for (const [hash, entry] of cache.byHash) if (entry.row.id === id) cache.byHash.delete(hash);
   });
@@ -50,13 +57,15 @@ export function createKeyAuthentication({ clock, changes }: Pick<ApiKeyServiceOp
   return {
     /**
      * True when an `Authorization: Bearer` header carries a key this instance has found valid before (it is in
-     * the cache, however old: revocations leave it through the change feed). No query, so it can decide before
-     * anything is spent whether a request from an address that keeps failing to authenticate is a partner's.
+     * the cache, however old: revocations leave it through the change feed), or one it is looking up now (the
+     * call joins that lookup). No query, so it can decide before anything is spent whether a request from an
+     * address that keeps failing to authenticate is a partner's, or costs nothing more to find out.
      */
     knows(authorization: string | undefined): boolean {
       const m = authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
       if (!m?.[1] || !KEY_SHAPE.test(m[1])) return false;
-      return cache.byHash.has(sha256Hex(m[1]));
+      const hex = sha256Hex(m[1]);
+      return cache.byHash.has(hex) || cache.pending.has(hex);
     },
 
     /**
@@ -95,6 +104,25 @@ async function keyState(
   const missedAt = cache.unknown.get(hex);
   if (hit && changes.healthy && nowMs - hit.at < CACHE_MS) return hit.row;
   if (missedAt !== undefined && changes.healthy && nowMs - missedAt < CACHE_MS) return null;
+  const pending = cache.pending.get(hex);
+  if (pending) return pending;
+  const lookup = lookUp(cache, changes, em, hex, nowMs);
+  cache.pending.set(hex, lookup);
+  try {
+    return await lookup;
+  } finally {
+    if (cache.pending.get(hex) === lookup) cache.pending.delete(hex);
+  }
+}
+
+/** Reads the key with the digest `hex`, and remembers what it found while the change feed vouches for it. */
+async function lookUp(
+  cache: KeyCache,
+  changes: ApiKeyServiceOptions["changes"],
+  em: LazyEm,
+  hex: string,
+  nowMs: number,
+): Promise<KeyState | null> {
   const readAt = cache.generation;
   // The lookup is by digest, so comparing secrets never happens character by character.
   const found = await repo.findByHash(em(), Buffer.from(hex, "hex"));

@@ -48,7 +48,14 @@ export function admitAddress(
       : guard.reserveFailure(address);
   if (!decision) return true;
   if (decision.allowed) {
-    if (!page) (req as Reserved)[RESERVED] = true;
+    if (!page) {
+      (req as Reserved)[RESERVED] = true;
+      callOutcomeOf(req).credentialsTaken = () => {
+        if (!(req as Reserved)[RESERVED]) return;
+        (req as Reserved)[RESERVED] = false;
+        guard.refund(address);
+      };
+    }
     return true;
   }
   // An address over its budget of failures (guessed keys, a shared proxy) still lets through a request whose
@@ -69,7 +76,8 @@ export function admitAddress(
 
 /**
  * A failed authentication is charged to the client's address: a request that took a token on arrival keeps it
- * spent when it failed and gives it back otherwise.
+ * spent when it failed and gives it back otherwise (at once when its credentials were taken, else here); one that
+ * gave it back, or took none, and failed after all (a key revoked while its body arrived) is charged now.
  */
 export function settleAddress(guard: AddressGuard, req: AnyRequest, status: number): void {
   const reserved = (req as Reserved)[RESERVED];

@@ -54,15 +54,19 @@ async function reidentify(o: Authentication, call: EdgeCall): Promise<void> {
 }
 
 /**
- * Notes refused credentials on the call, for the per-address limit on failed authentications
- * (edge/address-guard.ts), which reads it once the call is answered: on gRPC every answer is HTTP 200.
+ * Tells the per-address limit on failed authentications (edge/address-guard.ts) how the credentials fared: taken
+ * (or not decided, the database away), and the token the call holds goes back at once; or refused, noted on the
+ * call for when it is answered (on gRPC every answer is HTTP 200).
  */
 async function noting<T>(call: EdgeCall, work: Promise<T>): Promise<T> {
+  const outcome = call.values.get(kOutcome);
   try {
-    return await work;
+    const result = await work;
+    outcome?.credentialsTaken?.();
+    return result;
   } catch (err) {
-    const outcome = call.values.get(kOutcome);
     if (outcome && err instanceof ApiError && err.httpStatus === 401) outcome.unauthenticated = true;
+    else outcome?.credentialsTaken?.();
     throw err;
   }
 }

@@ -89,7 +89,7 @@ afterAll(async () => {
   await fs.rm(dataDir, { recursive: true, force: true });
 }, 60_000);
 
-type Attempt = { at: number; status: number; api: string };
+type Attempt = { at: number; status: number; api: string; code?: string };
 
 describe("two api and two worker processes under load, through crashes and a database restart", () => {
   it("deliver every event, pay and debit nothing twice, apply no idempotent write twice, and answer no 5xx after recovery", async () => {
@@ -156,14 +156,17 @@ describe("two api and two worker processes under load, through crashes and a dat
         } catch {
           status = 0; // no answer: the process died or the connection was cut
         }
-        attempts.push({ at: Date.now(), status, api: name });
+        // The error's code says which refusal it was, should an answer other than 200, 409 or 503 come.
+        const code =
+          status !== 200 && text.startsWith("{") ? (JSON.parse(text) as { code?: string }).code : undefined;
+        attempts.push({ at: Date.now(), status, api: name, ...(code && { code }) });
         if (status === 200) {
           results.set(idemKey, { id: JSON.parse(text).id, body: text });
           await accept(JSON.parse(text).id);
           return;
         }
-        if (status >= 400 && status < 500 && status !== 409 && status !== 429)
-          throw new Error(`${status} ${text}`);
+        // 409: this key's earlier attempt, given up on by its client, is still being answered.
+        if (status >= 400 && status < 500 && status !== 409) throw new Error(`${status} ${text}`);
         await new Promise((r) => setTimeout(r, 200));
       }
     };
@@ -230,6 +233,7 @@ describe("two api and two worker processes under load, through crashes and a dat
     await Promise.all(inFlight);
 
     // Every write applied once: one disbursement per idempotency key, the same id whichever answer came.
+    let cancelled = 0;
     const client = new pg.Client({ connectionString: db?.url });
     await client.connect();
     try {
@@ -257,6 +261,8 @@ describe("two api and two worker processes under load, through crashes and a dat
       );
       // Only the workers' skewed clocks cancel mandates here (a write answered while the database was away is
       // accepted once it is back, by which time the sweep may have reached it): each one lapsed, paid nothing.
+      // About one in thirteen lapses (20 of 268 in two runs); more than half means the people could not answer,
+      // as when the acceptance calls were refused 429 after the restart.
       const cancelledRows = (
         await client.query<{ id: string; failure_reason: string }>(
           "select id, failure_reason from disbursements where partner_id = $1 and status = 'CANCELLED'",
@@ -266,10 +272,11 @@ describe("two api and two worker processes under load, through crashes and a dat
       expect(new Set(cancelledRows.map((r) => r.failure_reason))).toEqual(
         new Set(cancelledRows.length ? ["mandate_expired"] : []),
       );
-      const cancelled = new Set(cancelledRows.map((r) => r.id));
-      expect(cancelled.size).toBeLessThan(n / 2);
-      const paid = n - cancelled.size;
-      for (const r of rows) expect(fake.transfers.has(r.id), r.id).toBe(!cancelled.has(r.id));
+      const lapsed = new Set(cancelledRows.map((r) => r.id));
+      cancelled = lapsed.size;
+      expect(lapsed.size).toBeLessThan(n / 2);
+      const paid = n - lapsed.size;
+      for (const r of rows) expect(fake.transfers.has(r.id), r.id).toBe(!lapsed.has(r.id));
       expect(fake.transfers.size).toBe(paid);
       expect(fake.calls.filter((c) => c === "POST /transfer").length).toBe(paid);
       const booked = await client.query(
@@ -324,12 +331,14 @@ describe("two api and two worker processes under load, through crashes and a dat
 
     const summary = {
       writes: n,
+      cancelled,
       attempts: attempts.length,
       byStatus: {} as Record<string, number>,
       afterBack: {} as Record<string, number>,
     };
     for (const a of attempts) {
-      summary.byStatus[a.status] = (summary.byStatus[a.status] ?? 0) + 1;
+      const k = a.code ? `${a.status} ${a.code}` : a.status === 0 ? `0 ${a.api}` : String(a.status);
+      summary.byStatus[k] = (summary.byStatus[k] ?? 0) + 1;
       if (a.at >= backAt) summary.afterBack[a.status] = (summary.afterBack[a.status] ?? 0) + 1;
     }
     console.log(JSON.stringify(summary));
@@ -337,6 +346,11 @@ describe("two api and two worker processes under load, through crashes and a dat
     const late5xx = attempts.filter((a) => a.at >= backAt && (a.status >= 500 || a.status === 0));
     expect(late5xx).toEqual([]);
     expect(attempts.filter((a) => a.status === 500)).toEqual([]);
+    // Every answer was the write's (200), its key still in use by an attempt its client gave up on (409), or 503
+    // while the database was away: never a 429 or another refusal. No answer only from the process killed.
+    expect(
+      attempts.filter((a) => ![200, 409, 503].includes(a.status) && !(a.status === 0 && a.api === "api2")),
+    ).toEqual([]);
     expect(attempts.some((a) => a.at < backAt && a.status !== 200)).toBe(true); // the faults were felt
   }, 400_000);
 });

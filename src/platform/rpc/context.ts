@@ -21,6 +21,12 @@ export const kRequestHost = createContextKey<string>("", { description: "request
 export interface CallOutcome {
   /** The credentials were refused (on gRPC the HTTP status is 200 whatever the call's outcome). */
   unauthenticated: boolean;
+  /**
+   * Set by the HTTP layer when the call holds a token of its address's budget of failed authentications:
+   * called once its credentials are taken, so the token goes back then, not when the answer ends (a slow
+   * body or a long read would otherwise hold it, and a partner's calls in flight would crowd out its next key).
+   */
+  credentialsTaken?: () => void;
 }
 
 const OUTCOME = Symbol("callOutcome");
