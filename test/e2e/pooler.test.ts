@@ -4,13 +4,13 @@ import { defaultExpensiveLimits } from "../../src/config/rate-limits.ts";
 import { scopes } from "../../src/consent/scopes.ts";
 import { generateEntries, ingestEntries } from "../factories/ledger.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
-import { createUser } from "../factories/users.ts";
+import { createConsentedUser, createUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
 import { createTestDatabase } from "../support/db.ts";
 import { type PgBouncer, pgbouncerAvailable, startPgBouncer } from "../support/pgbouncer.ts";
 import { runScript } from "../support/process.ts";
-import { settleChangeFeed } from "../support/wait.ts";
+import { eventually, settleChangeFeed } from "../support/wait.ts";
 
 // The service with DATABASE_URL pointing at a real PgBouncer in transaction mode, and DATABASE_DIRECT_URL at the
 // server itself for what needs a session (LISTEN, pg-boss, the migration lock). Five server connections for the
@@ -143,6 +143,57 @@ describe.skipIf(!available)("behind PgBouncer in transaction mode", () => {
       expect(timeouts.rows[0]).toEqual({ statement: "30s", idle: "10s" });
     } finally {
       await pooledSession.end();
+    }
+  });
+  it("answers 503 to a call that waits for one of its pooled connections past DB_ACQUIRE_TIMEOUT_MS, never holds it", async () => {
+    // An instance of its own with two connections to the pooler, both held by reads waiting on a lock.
+    const small = await startTestApp({
+      databaseUrl: bouncer.url,
+      masterKey: t.masterKey,
+      config: {
+        directUrl: direct,
+        dbPoolSize: 2,
+        dbTimeouts: { acquireMs: 500, statementMs: 30_000, idleInTransactionMs: 10_000 },
+      },
+    });
+    // One session holds the lock; another watches (within a transaction, pg_stat_activity stays as first read).
+    const locker = new pg.Client({ connectionString: direct });
+    const watcher = new pg.Client({ connectionString: direct });
+    await locker.connect();
+    await watcher.connect();
+    try {
+      const q = await createPartner(small);
+      const { userId } = await createConsentedUser(small, q.partnerId);
+      const read = () =>
+        fetch(`${small.partnerUrl}/partner/v1/users/${userId}/snapshot`, {
+          headers: { authorization: `Bearer ${q.sandboxKey}` },
+          signal: AbortSignal.timeout(20_000),
+        }).then(
+          async (r) => ({ status: r.status, code: ((await r.json()) as { code?: string }).code }),
+          () => ({ status: 0, code: "no answer in 20 s" }),
+        );
+      await locker.query("begin");
+      await locker.query("lock table consents in access exclusive mode");
+      const held = [read(), read()];
+      await eventually(
+        async () =>
+          Number(
+            (
+              await watcher.query<{ n: string }>(
+                `select count(*) as n from pg_stat_activity
+                  where datname = current_database() and wait_event_type = 'Lock' and query like '%snapshot_row(%'`,
+              )
+            ).rows[0]?.n,
+          ) === 2,
+        { what: "both pooled connections waiting on the lock" },
+      );
+      expect(await read()).toEqual({ status: 503, code: "unavailable" });
+      await locker.query("commit");
+      expect((await Promise.all(held)).map((r) => r.status)).toEqual([200, 200]);
+    } finally {
+      await locker.end();
+      await watcher.end();
+      await small.stop();
     }
   });
 });

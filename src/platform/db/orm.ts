@@ -97,12 +97,14 @@ export async function createOrm(options: OrmOptions): Promise<Orm> {
     // (five custom plans before the generic one): under a rise in load after a quiet spell, that showed as
     // 100-500 ms reads. PostgreSQL holds an idle session for a few MB.
     pool: { min: options.poolSize, max: options.poolSize },
-    // Passed to `pg.Pool`: `connectionTimeoutMillis` also bounds the wait for a free pooled connection.
+    // Passed to `pg.Pool`: `connectionTimeoutMillis` also bounds the wait for a free pooled connection. It is the
+    // client's own deadline, so it holds behind a pooler too; the two time-outs are startup parameters, which
+    // PgBouncer refuses.
     driverOptions: {
       application_name: options.applicationName ?? "partner-api",
+      ...(timeouts && { connectionTimeoutMillis: timeouts.acquireMs }),
       ...(timeouts &&
         !pooled && {
-          connectionTimeoutMillis: timeouts.acquireMs,
           statement_timeout: timeouts.statementMs,
           idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
         }),
