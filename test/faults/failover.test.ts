@@ -1,15 +1,13 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiKeyService } from "../../gen/internal/v1/api_keys_pb.ts";
-import { PartnerService } from "../../gen/internal/v1/partners_pb.ts";
 import { ConsentAdminService } from "../../gen/internal/v1/users_pb.ts";
 import { addDays, lagosDay } from "../../src/platform/dates.ts";
-import { internalClient } from "../support/app.ts";
-import { productionBorrowers } from "../support/borrowers.ts";
+import { productionBorrowers, productionLender } from "../support/borrowers.ts";
 import { type FakePaystack, startFakePaystack } from "../support/fake-paystack.ts";
 import { unusedSmsProvider } from "../support/fake-sms.ts";
 import { acceptMandate } from "../support/mandates.ts";
+import { settledPayouts } from "../support/payouts.ts";
 import { type PgBouncer, pgbouncerAvailable, startPgBouncer } from "../support/pgbouncer.ts";
 import { type ServiceProcess, startServiceProcess } from "../support/process.ts";
 import { type ReplicatedCluster, startReplicatedCluster } from "../support/replication.ts";
@@ -87,14 +85,11 @@ describe.skipIf(!available)("the primary restarted under load, behind PgBouncer,
   it("answers 503 meanwhile (never a 500 or a hang), applies each write and pays each payout once, and reads on the replica again", async () => {
     const api = await start("api");
     await start("worker");
-    const internal = <S extends Parameters<typeof internalClient>[0]>(service: S) =>
-      internalClient(service, api.internalUrl ?? "", internalToken);
-    const { partner } = await internal(PartnerService).createPartner({
-      name: "Failover Lending",
-      feeRateBps: 100,
-    });
-    const partnerId = partner?.id ?? "";
-    const { key } = await internal(ApiKeyService).issueApiKey({ partnerId, environment: "production" });
+    const { internal, partnerId, key } = await productionLender(
+      api.internalUrl ?? "",
+      internalToken,
+      "Failover Lending",
+    );
     const users = await productionBorrowers(internal, partnerId, 5, "failover");
     const partnerUrl = api.partnerUrl ?? "";
     const answers: Answer[] = [];
@@ -207,33 +202,10 @@ describe.skipIf(!available)("the primary restarted under load, behind PgBouncer,
     const db = new pg.Client({ connectionString: cluster.primaryUrl });
     await db.connect();
     try {
-      // Every write applied once: one disbursement per idempotency key, the id its answer gave.
-      const rows = (
-        await db.query<{ id: string; reference: string }>(
-          "select id, reference from disbursements where partner_id = $1",
-          [partnerId],
-        )
-      ).rows;
-      expect(rows.length).toBe(n);
-      for (const r of rows) expect(created.get(r.reference)).toBe(r.id);
-      // Every payout made once at the provider.
-      await eventually(
-        async () =>
-          (
-            await db.query(
-              "select 1 from disbursements where partner_id = $1 and status not in ('DELIVERED', 'CANCELLED')",
-              [partnerId],
-            )
-          ).rowCount === 0,
-        { timeoutMs: 90_000, what: "every accepted payout DELIVERED" },
-      );
-      const delivered = (
-        await db.query<{ id: string }>(
-          "select id from disbursements where partner_id = $1 and status = 'DELIVERED'",
-          [partnerId],
-        )
-      ).rows;
-      for (const r of delivered) expect(fake.transfers.has(r.id), r.id).toBe(true);
+      // Every write applied once, the id its answer gave; every payout made once at the provider.
+      const { delivered, cancelled } = await settledPayouts(db, partnerId, n, (ref) => created.get(ref));
+      expect(cancelled).toEqual([]);
+      for (const id of delivered) expect(fake.transfers.has(id), id).toBe(true);
       expect(fake.calls.filter((c) => c === "POST /transfer").length).toBe(delivered.length);
     } finally {
       await db.end();

@@ -1,9 +1,10 @@
-import net from "node:net";
+import type net from "node:net";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADDRESS_LIMITS, createAddressGuard } from "../../src/ratelimit/limiters.service.ts";
 import { createPartner } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { connectFrom, statusOn } from "../support/raw-http.ts";
 import { eventually, settleChangeFeed } from "../support/wait.ts";
 
 // The per-address limit on failed authentications (docs/rate-limits.md) must never refuse a partner who has
@@ -39,23 +40,7 @@ afterAll(async () => {
   await t?.stop();
 });
 
-/** A raw HTTP/1.1 connection from `localAddress` (all of 127/8 is loopback: each address has its own bucket). */
-const connect = (localAddress: string) =>
-  new Promise<net.Socket>((resolve, reject) => {
-    const s = net.connect({ host: "127.0.0.1", port: Number(new URL(t.partnerUrl).port), localAddress });
-    s.once("connect", () => resolve(s));
-    s.once("error", reject);
-  });
-/** The status of the answer on `s` (0 when it closed without one). */
-const statusOn = (s: net.Socket) =>
-  new Promise<number>((resolve) => {
-    let data = "";
-    s.on("data", (d) => {
-      data += d.toString();
-      if (data.includes("\r\n\r\n")) resolve(Number(data.slice(9, 12)));
-    });
-    s.on("close", () => resolve(Number(data.slice(9, 12)) || 0));
-  });
+const connect = (localAddress: string) => connectFrom(t.partnerUrl, localAddress);
 const get = (s: net.Socket, key: string) =>
   s.write(
     `GET /partner/v1/keys HTTP/1.1\r\nhost: x\r\nconnection: close\r\nauthorization: Bearer ${key}\r\n\r\n`,

@@ -1,8 +1,8 @@
-import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADDRESS_LIMITS, createAddressGuard } from "../../src/ratelimit/limiters.service.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { connectFrom, statusOn } from "../support/raw-http.ts";
 import { settleChangeFeed } from "../support/wait.ts";
 
 // Traffic no API key can limit: guessed keys and the hosted pages, from one client address.
@@ -77,30 +77,11 @@ describe("limits per client address", () => {
   it("hold guesses sent all at once to what the address's bucket has", async () => {
     // From an address of its own (all of 127/8 is loopback), so its bucket is full when the burst starts. Every
     // connection is open before any guess is written, so all of them arrive before the first is answered.
-    const { port } = new URL(t.partnerUrl);
     const capacity = ADDRESS_LIMITS.failures.capacity;
     const sockets = await Promise.all(
-      Array.from(
-        { length: capacity * 3 },
-        () =>
-          new Promise<net.Socket>((resolve, reject) => {
-            const s = net.connect({ host: "127.0.0.1", port: Number(port), localAddress: "127.0.0.7" });
-            s.once("connect", () => resolve(s));
-            s.once("error", reject);
-          }),
-      ),
+      Array.from({ length: capacity * 3 }, () => connectFrom(t.partnerUrl, "127.0.0.7")),
     );
-    const answers = sockets.map(
-      (s) =>
-        new Promise<number>((resolve) => {
-          let data = "";
-          s.on("data", (d) => {
-            data += d.toString();
-            if (data.includes("\r\n\r\n")) resolve(Number(data.slice(9, 12)));
-          });
-          s.on("close", () => resolve(Number(data.slice(9, 12)) || 0));
-        }),
-    );
+    const answers = sockets.map(statusOn);
     sockets.forEach((s, i) => {
       s.write(
         `GET /partner/v1/keys HTTP/1.1\r\nhost: x\r\nconnection: close\r\nauthorization: Bearer sk_live_${String(i).padStart(30, "0")}zz\r\n\r\n`,

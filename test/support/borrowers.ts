@@ -1,11 +1,29 @@
 import { randomBytes } from "node:crypto";
+import { ApiKeyService } from "../../gen/internal/v1/api_keys_pb.ts";
+import { PartnerService } from "../../gen/internal/v1/partners_pb.ts";
 import { ConsentAdminService, UserService } from "../../gen/internal/v1/users_pb.ts";
-import type { internalClient } from "./app.ts";
+import { internalClient } from "./app.ts";
 
 /** An internal client factory, as the fault tests make one against a service process's internal listener. */
-type Internal = <S extends Parameters<typeof internalClient>[0]>(
+export type Internal = <S extends Parameters<typeof internalClient>[0]>(
   service: S,
 ) => ReturnType<typeof internalClient<S>>;
+
+/**
+ * A lender on a running service process, made over its internal API (at `internalUrl`, with `token`) as an
+ * operator would: the partner, its live key, and an internal client factory for the rest of the set-up.
+ */
+export async function productionLender(
+  internalUrl: string,
+  token: string,
+  name: string,
+): Promise<{ internal: Internal; partnerId: string; key: string }> {
+  const internal: Internal = (service) => internalClient(service, internalUrl, token);
+  const { partner } = await internal(PartnerService).createPartner({ name, feeRateBps: 100 });
+  const partnerId = partner?.id ?? "";
+  const { key } = await internal(ApiKeyService).issueApiKey({ partnerId, environment: "production" });
+  return { internal, partnerId, key };
+}
 
 /**
  * `count` production users who may borrow from `partnerId`, made over the internal API as the platform would: a
