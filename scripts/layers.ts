@@ -29,6 +29,7 @@ export const FEATURES = [
   "disbursements",
   "snapshot",
   "sandbox",
+  "requestlog",
   "docs",
 ] as const;
 

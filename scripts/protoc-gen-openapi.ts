@@ -189,6 +189,8 @@ function errorCodesOf(
     "ApiKeyService.IssueApiKey": ["permission_denied", "api_key_exists"],
     "ApiKeyService.RollApiKey": ["permission_denied"],
     "ApiKeyService.RevokeApiKey": ["permission_denied"],
+    "RequestLogService.ListRequests": ["permission_denied"],
+    "RequestLogService.GetRequest": ["permission_denied"],
   };
   codes.push(...(particular[name] ?? []));
   return [...new Set(codes)].filter((c) => c in errorCodes);

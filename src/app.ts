@@ -12,14 +12,16 @@ import { loadDataKeys } from "./platform/crypto/data-keys.ts";
 import { createSecretBox } from "./platform/crypto/secret-box.ts";
 import { type ChangeFeed, startChangeFeed } from "./platform/db/change-feed.ts";
 import { checkPooledTimeouts, createOrm, migrate, type Orm } from "./platform/db/orm.ts";
-import { type Replicas, startReplicas } from "./platform/db/replicas.ts";
+import type { Replicas } from "./platform/db/replicas.ts";
 import { startListenerRegistry } from "./platform/http/listener-registry.ts";
 import { type QueueName, type Queues, runJobNow, startBoss } from "./platform/jobs/boss.ts";
 import { createJobs, type Jobs } from "./platform/jobs/jobs.ts";
 import type { Logger } from "./platform/logger.ts";
 import { NETWORK_WHILE_HOLDING, onNetworkWhileHolding } from "./platform/network-guard.ts";
+import type { RequestLogWriter } from "./requestlog/request-log.writer.ts";
 import { registerRetentionJobs } from "./retention/retention.jobs.ts";
 import { registerSandboxJobs } from "./sandbox/sandbox.jobs.ts";
+import { openPartnerSide } from "./services/partner-side.ts";
 import { createServices, type Services } from "./services.ts";
 import { registerSigningKeyJobs } from "./signing/signing-key.jobs.ts";
 import { sealedSigningKeySample } from "./signing/signing-key.service.ts";
@@ -104,44 +106,6 @@ async function openDatabase(options: AppOptions, clock: Clock) {
   return { orm, box, dataKeys };
 }
 
-/** The streaming replicas for reads, when DATABASE_REPLICA_URLS names any, with their metrics. */
-async function openReplicas(
-  options: AppOptions,
-  orm: Orm,
-  services: Services,
-): Promise<Replicas | undefined> {
-  const { config, logger } = options;
-  if (!config.replicaUrls.length) return undefined;
-  const replicas = await startReplicas(
-    {
-      urls: config.replicaUrls,
-      schema,
-      poolSize: config.dbPoolSize,
-      timeouts: config.dbTimeouts,
-      maxLagMs: config.replicaMaxLagMs,
-      readWaitMs: config.replicaReadWaitMs,
-      pooled: databaseUrls(options).isPooled,
-      logger,
-      onRead: (where) => services.metrics.dbReads.inc(where),
-    },
-    orm,
-  );
-  services.metrics.gauge(
-    "db_replica_lag_seconds",
-    "How far each streaming replica is behind the primary (-1 while it does not answer), as this instance last measured.",
-    async () =>
-      replicas
-        .status()
-        .map((r) => ({ labels: { replica: r.name }, value: r.lagMs < 0 ? -1 : r.lagMs / 1000 })),
-  );
-  services.metrics.gauge(
-    "db_replica_healthy",
-    "1 while a streaming replica serves reads (answering, replaying, within REPLICA_MAX_LAG_MS), else 0.",
-    async () => replicas.status().map((r) => ({ labels: { replica: r.name }, value: r.healthy ? 1 : 0 })),
-  );
-  return replicas;
-}
-
 /** Every feature's job workers and schedules (roles `worker` and `all`); returns what stops the ones it started. */
 async function startWorkers(
   jobs: Jobs,
@@ -201,6 +165,7 @@ async function serve(
     clock: Clock;
     orm: Orm;
     replicas: Replicas | undefined;
+    requestLog: RequestLogWriter | undefined;
     changes: ChangeFeed;
     ready: () => Promise<boolean>;
   },
@@ -216,6 +181,7 @@ async function serve(
     ready: o.ready,
     orm,
     replicas: o.replicas,
+    requestLog: o.requestLog,
     partner: options.config.role !== "worker",
   });
   if (listeners.partnerUrl) bound(listeners.partnerUrl);
@@ -234,6 +200,19 @@ function keepDatabasesOutOfReach(services: Services, urls: readonly string[]): v
     if (db && /^(localhost|127\.[\d.]+|\[::1\])$/.test(db.hostname))
       services.destinations.ownPorts.add(Number(db.port || 5432));
   }
+}
+
+/** A network call inside a transaction is a bug that could drain the pool: loud, counted, with its place. */
+function watchNetworkWhileHolding(services: Services, logger: Logger): () => void {
+  return onNetworkWhileHolding((v) => {
+    services.metrics.networkInTransaction.inc({ kind: v.kind });
+    logger.error(NETWORK_WHILE_HOLDING, { kind: v.kind, target: v.target, stack: v.stack });
+  });
+}
+
+/** Runs each step of a stop after the one before it has ended. */
+async function stopInOrder(steps: (() => unknown)[]): Promise<void> {
+  for (const step of steps) await step();
 }
 
 /** Builds and starts the service for its role. */
@@ -263,36 +242,33 @@ export async function createApp(options: AppOptions): Promise<App> {
   });
 
   keepDatabasesOutOfReach(services, [databaseUrl, direct, ...config.replicaUrls]);
-  const replicas = config.role !== "worker" ? await openReplicas(options, orm, services) : undefined;
+  const partnerSide = { orm, services, clock, ...databaseUrls(options) };
+  const { replicas, requestLog } = await openPartnerSide(options, partnerSide);
   const created = await services.signingKeys.maintain(orm.em.fork());
   if (created.length) logger.info("created signing keys", { kids: created });
 
-  const stoppers: (() => void)[] = [];
-  // A network call inside a transaction is a bug that could drain the pool: loud, counted, with its place.
-  stoppers.push(
-    onNetworkWhileHolding((v) => {
-      services.metrics.networkInTransaction.inc({ kind: v.kind });
-      logger.error(NETWORK_WHILE_HOLDING, { kind: v.kind, target: v.target, stack: v.stack });
-    }),
-  );
+  const stoppers: (() => void)[] = [watchNetworkWhileHolding(services, logger)];
   if (runWorkers) stoppers.push(await startWorkers(jobs, services, { config, orm, clock, logger }));
   const ready = readiness(orm);
 
-  const served = { services, clock, orm, replicas, changes, ready };
+  const served = { services, clock, orm, replicas, requestLog: requestLog?.writer, changes, ready };
   const { listeners, registry } = await serve(options, served, (url) => (boundUrl = url));
 
-  const stop = async () => {
-    for (const stop of stoppers) stop();
-    await listeners.close();
-    await registry.stop().catch(() => undefined);
-    await boss.stop({ graceful: true, timeout: 10_000, close: true });
-    // Webhook attempts under way end and are recorded; deliveries waiting in this process are let go.
-    await services.deliveryWorker.stop();
-    services.sender.close();
-    await changes.close();
-    await replicas?.close();
-    await orm.close();
-  };
+  const stop = () =>
+    stopInOrder([
+      ...stoppers,
+      () => listeners.close(),
+      // What the last calls left in the request log's buffer is written before its connection closes.
+      () => requestLog?.close(),
+      () => registry.stop().catch(() => undefined),
+      () => boss.stop({ graceful: true, timeout: 10_000, close: true }),
+      // Webhook attempts under way end and are recorded; deliveries waiting in this process are let go.
+      () => services.deliveryWorker.stop(),
+      () => services.sender.close(),
+      () => changes.close(),
+      () => replicas?.close(),
+      () => orm.close(),
+    ]);
   let stopped: Promise<void> | undefined;
   return {
     partnerUrl: listeners.partnerUrl,

@@ -30,6 +30,7 @@ import { PortalSessionEntity } from "./portal/session.entity.ts";
 import { PortalSigninThrottleEntity } from "./portal/signin-throttle.entity.ts";
 import { RateLimitBucketEntity } from "./ratelimit/rate-limit-bucket.entity.ts";
 import { RateLimitTake } from "./ratelimit/rate-limit-take.routine.ts";
+import { RequestLogEntity } from "./requestlog/request-log.entity.ts";
 import { SandboxFixtureEntity } from "./sandbox/sandbox-fixture.entity.ts";
 import { SigningKeyEntity } from "./signing/signing-key.entity.ts";
 import { SnapshotRow } from "./snapshot/snapshot-row.routine.ts";
@@ -88,6 +89,7 @@ export const entities = [
   PortalSessionEntity,
   PortalAuditEventEntity,
   PortalSigninThrottleEntity,
+  RequestLogEntity,
 ];
 
 /** Every stored routine the migrations create, declared so the schema diff compares them too. */

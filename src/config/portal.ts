@@ -1,5 +1,5 @@
 import type { BucketSpec } from "../ratelimit/limiters.service.ts";
-import { bucket, type Env } from "./env.ts";
+import { bool, bucket, type Env } from "./env.ts";
 
 /** The partner portal's protection against guessed passwords. */
 export interface PortalSettings {
@@ -9,6 +9,11 @@ export interface PortalSettings {
    * account from browsers that have not signed in to it before, PORTAL_SIGNIN_DEVICE_LIMIT per browser that has.
    */
   portalSignin: { address: BucketSpec; account: BucketSpec; device: BucketSpec };
+  /**
+   * REQUEST_LOG (on unless `false`): the calls made with partners' keys are logged for the portal's request log
+   * (proto/partner/v1/requests.proto). Off, nothing is written and the log shows nothing new.
+   */
+  requestLog: boolean;
 }
 
 /**
@@ -26,6 +31,7 @@ export const defaultPortalSigninLimits = {
 /** Reads PORTAL_SIGNIN_ADDRESS_LIMIT, PORTAL_SIGNIN_ACCOUNT_LIMIT and PORTAL_SIGNIN_DEVICE_LIMIT. */
 export function readPortalSettings(env: Env): PortalSettings {
   return {
+    requestLog: bool(env, "REQUEST_LOG", true),
     portalSignin: {
       address: bucket(env, "PORTAL_SIGNIN_ADDRESS_LIMIT", defaultPortalSigninLimits.address),
       account: bucket(env, "PORTAL_SIGNIN_ACCOUNT_LIMIT", defaultPortalSigninLimits.account),

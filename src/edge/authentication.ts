@@ -34,9 +34,12 @@ async function identify(o: Authentication, call: EdgeCall, em: LazyEm): Promise<
     await o.apiKeys.authenticate(em, bearer(call.requestHeader));
     throw new ApiError("permission_denied", "API keys are managed in the partner portal.");
   }
-  return o.portal && session !== undefined
-    ? o.portal.admit(call, em(), session)
-    : o.apiKeys.authenticate(em, bearer(call.requestHeader));
+  if (o.portal && session !== undefined) return o.portal.admit(call, em(), session);
+  const caller = await o.apiKeys.authenticate(em, bearer(call.requestHeader));
+  // A call made with a partner's key goes to its request log once answered (edge/request-id.ts).
+  const outcome = call.values.get(kOutcome);
+  if (outcome) outcome.keyCaller = caller;
+  return caller;
 }
 
 /**

@@ -9,6 +9,7 @@ import { ApiKeyService as PartnerApiKeyService } from "../../gen/partner/v1/api_
 import { ConsentService } from "../../gen/partner/v1/consents_pb.ts";
 import { DisbursementService } from "../../gen/partner/v1/disbursements_pb.ts";
 import { KeysService } from "../../gen/partner/v1/keys_pb.ts";
+import { RequestLogService } from "../../gen/partner/v1/requests_pb.ts";
 import { SandboxService } from "../../gen/partner/v1/sandbox_pb.ts";
 import { SnapshotService } from "../../gen/partner/v1/snapshots_pb.ts";
 import { WebhookService } from "../../gen/partner/v1/webhooks_pb.ts";
@@ -30,6 +31,7 @@ import { createPortalAuthHandlers } from "../portal/portal.handlers.ts";
 import type { Portal } from "../portal/portal.ts";
 import { createPortalAdminHandlers } from "../portal/portal-admin.handlers.ts";
 import { createTeamHandlers } from "../portal/team.handlers.ts";
+import { createRequestLogHandlers } from "../requestlog/request-log.handlers.ts";
 import { createSandboxHandlers } from "../sandbox/sandbox.handlers.ts";
 import { createSandboxAdminHandlers } from "../sandbox/sandbox-admin.handlers.ts";
 import { createKeysHandlers, createSigningKeyAdminHandlers } from "../signing/keys.handlers.ts";
@@ -43,6 +45,7 @@ export function partnerServices(s: EdgeServices, clock: Clock): BoundService[] {
     bind(KeysService, createKeysHandlers(s.signingKeys)),
     // Portal sessions only: an API key is refused (docs/portal.md).
     bind(PartnerApiKeyService, createPartnerApiKeyHandlers(s.apiKeys, clock)),
+    bind(RequestLogService, createRequestLogHandlers(s.requestLog)),
     bind(WebhookService, createWebhookHandlers(s.webhooks, s.deliveries)),
     bind(SnapshotService, createSnapshotHandlers(s.snapshots, s.snapshotReads, s.metrics)),
     bind(DisbursementService, createDisbursementHandlers(s.disbursements, s.repayments, s.books)),

@@ -17,6 +17,7 @@ import type { AnyRequest } from "../platform/http/transcoder.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import type { Portal } from "../portal/portal.ts";
 import type { AddressGuard, ConcurrencyLimiter, RateLimiter } from "../ratelimit/limiters.service.ts";
+import type { RequestLogService } from "../requestlog/request-log.service.ts";
 import type { SandboxFixtures } from "../sandbox/fixtures.ts";
 import type { SandboxService } from "../sandbox/sandbox.service.ts";
 import type { SigningKeyService } from "../signing/signing-key.service.ts";
@@ -36,6 +37,7 @@ export type HostedPage = (em: Em, req: AnyRequest, res: AnyResponse, requestId: 
 /** The services the listeners serve and admit with. */
 export interface EdgeServices {
   apiKeys: ApiKeyService;
+  requestLog: RequestLogService;
   signingKeys: SigningKeyService;
   partners: PartnerService;
   limits: LimitsService;

@@ -1,4 +1,5 @@
 import { ApiKeyService as PartnerApiKeyService } from "../../gen/partner/v1/api_keys_pb.ts";
+import { RequestLogService } from "../../gen/partner/v1/requests_pb.ts";
 import { WebhookService } from "../../gen/partner/v1/webhooks_pb.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Orm } from "../platform/db/orm.ts";
@@ -8,6 +9,7 @@ import { createTranscoder } from "../platform/http/transcoder.ts";
 import type { Logger } from "../platform/logger.ts";
 import { precheckTable } from "../platform/rpc/prechecks.ts";
 import { reflectionServices } from "../platform/rpc/reflection.ts";
+import type { RequestLogWriter } from "../requestlog/request-log.writer.ts";
 import { createWebhookPrechecks } from "../webhooks/webhook.prechecks.ts";
 import { internalServices, partnerServices, portalServices } from "./bindings.ts";
 import { connectHandler, MAX_BODY_BYTES, withReflection } from "./connect.ts";
@@ -33,6 +35,8 @@ export interface ListenerOptions {
   replicas?: Replicas;
   /** Serve the partner listener (roles `api` and `all`); a `worker` serves only the internal one (metrics, health). */
   partner: boolean;
+  /** Where the calls made with partners' keys are logged (REQUEST_LOG). */
+  requestLog?: RequestLogWriter;
 }
 
 /** The partner listener: REST, Connect, gRPC-Web and gRPC for partners, the portal, the hosted pages. */
@@ -48,7 +52,7 @@ async function startPartnerListener(
     orm,
     replicas: o.replicas,
     portal: services.portal.gate,
-    sessionOnly: new Set([PartnerApiKeyService.typeName]),
+    sessionOnly: new Set([PartnerApiKeyService.typeName, RequestLogService.typeName]),
     prechecks: precheckTable(WebhookService, createWebhookPrechecks(services.webhooks)),
     validate: validateRequest,
   });
@@ -95,6 +99,7 @@ async function startPartnerListener(
         guard: services.addressGuard,
         knownKey: (authorization) => services.apiKeys.knows(authorization),
       },
+      requests: o.requestLog,
     }),
   });
   return { listener, routes: rest.routes };

@@ -1,11 +1,13 @@
 import { ApiError } from "../platform/errors.ts";
 import type { Handler } from "../platform/http/listener.ts";
 import { requestScope } from "../platform/http/request-scope.ts";
-import { type AnyResponse, writeRestError } from "../platform/http/rest-errors.ts";
+import { type AnyResponse, restErrorBody, writeRestError } from "../platform/http/rest-errors.ts";
 import type { AnyRequest } from "../platform/http/transcoder.ts";
 import { newId } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Metrics } from "../platform/metrics.ts";
+import { outcomeIfAny } from "../platform/rpc/context.ts";
+import type { RequestLogWriter } from "../requestlog/request-log.writer.ts";
 import { type AddressAdmission, admitAddress, settleAddress } from "./address-guard.ts";
 import { routeOf } from "./routes.ts";
 
@@ -28,10 +30,12 @@ export interface RequestLog {
   metrics: Metrics;
   /** The partner listener's limits per client address (absent on the internal listener). */
   addresses?: AddressAdmission;
+  /** The partners' request log, told of every call made with an API key (absent when REQUEST_LOG is off). */
+  requests?: RequestLogWriter;
 }
 
 /** Records a finished request: its metrics, its address's failure count, and one access-log line (debug). */
-function recorder({ logger, listener, metrics, addresses }: RequestLog) {
+function recorder({ logger, listener, metrics, addresses, requests }: RequestLog) {
   const logRequests = logger.level === "debug";
   // One shared listener, not a closure per request: this runs on every request.
   return function finished(this: AnyResponse & Timed & { req: AnyRequest }) {
@@ -43,6 +47,25 @@ function recorder({ logger, listener, metrics, addresses }: RequestLog) {
     const { face, route } = routeOf(req, path, this.statusCode);
     metrics.http.record(listener, face, route, req.method ?? "", this.statusCode, seconds);
     if (addresses) settleAddress(addresses.guard, req, this.statusCode);
+    const outcome = requests && outcomeIfAny(req);
+    if (outcome?.keyCaller) {
+      const { error, keyCaller } = outcome;
+      const id = requestIdOf(req);
+      requests?.record({
+        id,
+        partnerId: keyCaller.partnerId,
+        environment: keyCaller.environment,
+        apiKeyId: keyCaller.keyId,
+        method: req.method ?? "",
+        route,
+        face,
+        // A Connect or gRPC error's status is the one the REST face answers for its code.
+        status: error?.httpStatus ?? this.statusCode,
+        errorCode: error?.code ?? null,
+        durationUs: Math.round(seconds * 1e6),
+        error: error ? restErrorBody(error, id) : null,
+      });
+    }
     if (!logRequests) return;
     const client = req.headers["x-request-id"];
     logger.debug("request", {

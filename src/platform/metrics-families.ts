@@ -134,3 +134,21 @@ export function outcomeCounters(registry: Registry) {
     ),
   };
 }
+
+/** The partners' request log: calls written, and calls left out rather than slowing any call. */
+export function requestLogCounters(registry: Registry) {
+  return {
+    requestLogWritten: new Counter(
+      registry,
+      "request_log_written_total",
+      "Calls made with partners' API keys written to their request log.",
+      [],
+    ),
+    requestLogDropped: new Counter(
+      registry,
+      "request_log_dropped_total",
+      "Calls left out of the request log, by reason: buffer_full (the database fell behind), write_failed.",
+      ["reason"],
+    ),
+  };
+}

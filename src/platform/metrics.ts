@@ -10,6 +10,7 @@ import {
   latencyBuckets,
   outcomeCounters,
   refusalCounters,
+  requestLogCounters,
   webhookMetrics,
 } from "./metrics-families.ts";
 
@@ -235,6 +236,7 @@ export function createMetrics() {
     ...refusalCounters(registry),
     ...webhookMetrics(registry),
     ...outcomeCounters(registry),
+    ...requestLogCounters(registry),
   };
   // process_* (CPU, memory, file descriptors, start time) and nodejs_* (event-loop lag, GC, heap, handles).
   collectDefaultMetrics({ register: registry });

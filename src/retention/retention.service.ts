@@ -29,6 +29,7 @@ export const PURGED_TABLES = [
   "portal_audit_events",
   "portal_signin_throttles",
   "rate_limit_buckets",
+  "request_log",
 ] as const;
 
 /**
@@ -149,7 +150,9 @@ export function createRetentionService(o: RetentionServiceOptions) {
           done.dropped = whole.dropped;
           count(done, whole.deleted);
           for (const name of whole.dropped)
-            o.metrics.retentionDroppedPartitions.inc({ table: name.replace(/_(before|\d{4}_\d{2})$/, "") });
+            o.metrics.retentionDroppedPartitions.inc({
+              table: name.replace(/_(before|\d{4}_\d{2}(_\d{2})?)$/, ""),
+            });
         }
         for (;;) {
           const batch = await em.transactional((tx) =>

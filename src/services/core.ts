@@ -11,6 +11,7 @@ import {
   createConcurrencyLimiter,
   createRateLimiter,
 } from "../ratelimit/limiters.service.ts";
+import { createRequestLogService } from "../requestlog/request-log.service.ts";
 import { createSigningKeyService } from "../signing/signing-key.service.ts";
 import { createPaymentInstrumentStore } from "../users/payment-instruments.ts";
 import { createUserService } from "../users/user.service.ts";
@@ -28,6 +29,8 @@ export function coreServices(deps: ServiceDeps) {
     users,
     partners,
     apiKeys,
+    /** The partners' request logs, read in the portal (written by the app's writer). */
+    requestLog: createRequestLogService({ clock, apiKeys }),
     /**
      * Dedicated capacity: each key's limits are its own override, its partner's, else these (CONTRACT.md §8,
      * docs/rate-limits.md).

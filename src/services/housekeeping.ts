@@ -6,6 +6,7 @@ import {
 import { sandboxLedgerLinesPurge } from "../ledger/ledger-retention.repository.ts";
 import { portalPurges } from "../portal/portal-retention.repository.ts";
 import { rateLimitBucketsPurge } from "../ratelimit/rate-limit-retention.repository.ts";
+import { requestLogPurge } from "../requestlog/request-log-retention.repository.ts";
 import { createRetentionService } from "../retention/retention.service.ts";
 import { createSandboxFixtures } from "../sandbox/fixtures.ts";
 import { createSandboxService } from "../sandbox/sandbox.service.ts";
@@ -72,6 +73,7 @@ export function retentionService(
       sandboxLedgerLinesPurge,
       ...portalPurges,
       rateLimitBucketsPurge(people.portal.signin.buckets),
+      requestLogPurge,
     ],
   });
 }

@@ -55,6 +55,8 @@ const FAMILIES: Record<string, { type: string; labels: string[] }> = {
   http_connections_evicted_total: { type: "counter", labels: ["listener"] },
   rate_limit_rejections_total: { type: "counter", labels: ["class"] },
   expensive_limit_rejections_total: { type: "counter", labels: ["limit"] },
+  request_log_written_total: { type: "counter", labels: [] },
+  request_log_dropped_total: { type: "counter", labels: ["reason"] },
   webhook_delivery_attempts_total: { type: "counter", labels: ["outcome"] },
   webhook_delivery_attempt_duration_seconds: { type: "histogram", labels: ["outcome"] },
   webhook_event_to_first_attempt_seconds: { type: "histogram", labels: [] },

@@ -3,15 +3,17 @@ import type { Em } from "./orm.ts";
 import { sql } from "./sql.ts";
 
 /**
- * A table kept as monthly range partitions over a ULID column (CONTRACT.md §11, docs/operations.md
+ * A table kept as monthly (or daily) range partitions over a ULID column (CONTRACT.md §11, docs/operations.md
  * "Partitions"): a ULID's first ten characters are its time, so the ids of one UTC month are one range, and a
- * lookup by id reads one partition. Partitions are named `<table>_<yyyy>_<mm>`; `<table>_before`, where there is
- * one, holds everything before the table was partitioned.
+ * lookup by id reads one partition. Partitions are named `<table>_<yyyy>_<mm>` (`<table>_<yyyy>_<mm>_<dd>` by
+ * day); `<table>_before`, where there is one, holds everything before the table was partitioned.
  */
 export interface PartitionedTable {
   table: string;
   /** The id prefix of the partition key's values (`evt` for `evt_01…`). */
   prefix: string;
+  /** A partition per UTC month (the default), or per UTC day for a log dropped a day at a time. */
+  period?: "month" | "day";
 }
 
 /** One partition: its name and the months it covers, [from, to); `from` is undefined for `<table>_before`. */
@@ -27,12 +29,22 @@ export interface Partition {
 export const monthStart = (d: Date, add = 0): Date =>
   new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + add, 1));
 
-/** The smallest key of the month starting at `start`: the prefix and the ULID time of that instant. */
+/** The first instant of the UTC day `add` days after `d`'s. */
+export const dayStart = (d: Date, add = 0): Date =>
+  new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + add));
+
+/** The first instant of the table's period (month or day) `add` periods after `d`'s. */
+export const periodStart = (t: PartitionedTable, d: Date, add = 0): Date =>
+  t.period === "day" ? dayStart(d, add) : monthStart(d, add);
+
+/** The smallest key of the period starting at `start`: the prefix and the ULID time of that instant. */
 export const monthKey = (t: PartitionedTable, start: Date): string =>
   `${t.prefix}_${encodeTime(start.getTime(), 10)}`;
 
+const pad = (n: number) => String(n).padStart(2, "0");
 const nameOf = (t: PartitionedTable, start: Date) =>
-  `${t.table}_${start.getUTCFullYear()}_${String(start.getUTCMonth() + 1).padStart(2, "0")}`;
+  `${t.table}_${start.getUTCFullYear()}_${pad(start.getUTCMonth() + 1)}` +
+  (t.period === "day" ? `_${pad(start.getUTCDate())}` : "");
 
 /** The time a bound's key stands for (`evt_01KB…` → its ULID time). */
 const timeOfKey = (key: string): Date =>
@@ -60,10 +72,10 @@ export async function listPartitions(em: Em, t: PartitionedTable): Promise<Parti
 }
 
 /**
- * Creates the partitions of the months from `from`'s to `to`'s (both included) that do not exist yet, each as a
+ * Creates the partitions of the periods from `from`'s to `to`'s (both included) that do not exist yet, each as a
  * table like the parent (its defaults, checks and extended statistics), then attached: ATTACH holds the parent
  * in SHARE UPDATE EXCLUSIVE mode only, so reads and writes go on (CREATE TABLE … PARTITION OF would take it
- * exclusively). A month already covered, by its own partition or by `<table>_before`, is left alone. Concurrent
+ * exclusively). A period already covered, by its own partition or by `<table>_before`, is left alone. Concurrent
  * callers take turns (an advisory lock per table). Returns the partitions created.
  */
 export async function ensurePartitions(em: Em, t: PartitionedTable, from: Date, to: Date): Promise<string[]> {
@@ -72,8 +84,8 @@ export async function ensurePartitions(em: Em, t: PartitionedTable, from: Date, 
     await sql(tx, "set local lock_timeout = '5s'");
     const existing = await listPartitions(tx, t);
     const created: string[] = [];
-    for (let start = monthStart(from); start <= to; start = monthStart(start, 1)) {
-      const end = monthStart(start, 1);
+    for (let start = periodStart(t, from); start <= to; start = periodStart(t, start, 1)) {
+      const end = periodStart(t, start, 1);
       const covered = existing.some(
         (p) => (p.from === undefined || p.from <= start) && p.to >= end && !p.detaching,
       );

@@ -1,6 +1,6 @@
 import { ApiError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
-import { requestValues } from "../rpc/context.ts";
+import { kOutcome, requestValues } from "../rpc/context.ts";
 import { toApiError } from "../rpc/errors.ts";
 import type { Edge } from "../rpc/pipeline.ts";
 import { type AnyRequest, bodyToCome } from "./request-body.ts";
@@ -104,7 +104,10 @@ async function serveRoute(
     const output = await callHandler(deps, req, route, ctx, search, vars);
     writeRestResponse(res, route, ctx.responseHeader, output);
   } catch (err) {
-    writeRestError(res, toApiError(err, deps.logger.child({ requestId })), requestId, ctx.responseHeader);
+    const error = toApiError(err, deps.logger.child({ requestId }));
+    const outcome = values.get(kOutcome);
+    if (outcome) outcome.error = error;
+    writeRestError(res, error, requestId, ctx.responseHeader);
   } finally {
     res.off("close", onClose);
   }

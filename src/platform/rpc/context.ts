@@ -27,10 +27,19 @@ export interface CallOutcome {
    * body or a long read would otherwise hold it, and a partner's calls in flight would crowd out its next key).
    */
   credentialsTaken?: () => void;
+  /** The partner, environment and key of a call made with an API key, once the key was taken (request log). */
+  keyCaller?: Caller;
+  /** The error the call was answered with, in the contract's form whatever the face (request log). */
+  error?: ApiError;
 }
 
 const OUTCOME = Symbol("callOutcome");
 type WithOutcome = { [OUTCOME]?: CallOutcome };
+
+/** The outcome record of the call `req` carries, if anything asked for one. */
+export function outcomeIfAny(req: object): CallOutcome | undefined {
+  return (req as WithOutcome)[OUTCOME];
+}
 
 /** The outcome record of the call `req` carries (one per request, made on first ask). */
 export function callOutcomeOf(req: object): CallOutcome {

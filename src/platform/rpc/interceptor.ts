@@ -1,7 +1,7 @@
 import type { Message } from "@bufbuild/protobuf";
 import type { Interceptor, UnaryResponse } from "@connectrpc/connect";
 import type { Logger } from "../logger.ts";
-import { kReplay, kRequestId } from "./context.ts";
+import { kOutcome, kReplay, kRequestId } from "./context.ts";
 import { toApiError, toConnectError } from "./errors.ts";
 import type { Edge } from "./pipeline.ts";
 
@@ -36,7 +36,15 @@ export function edgeInterceptor(edge: Edge, logger: Logger): Interceptor {
       return { ...res, message };
     } catch (err) {
       const requestId = req.contextValues.get(kRequestId);
-      throw toConnectError(toApiError(err, logger.child({ requestId })), requestId, responseHeader);
+      const error = toApiError(err, logger.child({ requestId }));
+      const outcome = req.contextValues.get(kOutcome);
+      if (outcome) outcome.error = error;
+      const connectError = toConnectError(error, requestId, responseHeader);
+      // gRPC-Web sends the error's metadata as trailers inside the body, which clients merge with the headers
+      // (that carry the id already): the id would read `req_…, req_…`.
+      if (req.header.get("content-type")?.startsWith("application/grpc-web"))
+        connectError.metadata.delete("x-request-id");
+      throw connectError;
     }
   };
 }

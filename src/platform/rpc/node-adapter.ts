@@ -144,6 +144,10 @@ async function serve(
       if (uReq.header.get("content-length") === "0") uReq.header.delete("content-length");
     }
     const uRes = await clientFault(await handler(uReq), requestId);
+    // The request id in the response's headers, once: over HTTP/2 connect-node sends its own headers, not those set
+    // on the response on arrival (edge/request-id.ts).
+    uRes.header ??= new Headers();
+    uRes.header.set("x-request-id", requestId);
     await universalResponseToNodeResponse(uRes, res as never);
   } catch (reason) {
     if (ConnectError.from(reason).code === Code.Aborted) return;

@@ -26,6 +26,7 @@ import { Migration20261130000000_partitioned_history } from "./Migration20261130
 import { Migration20261201000000_delivery_owner_statistics } from "./Migration20261201000000_delivery_owner_statistics.ts";
 import { Migration20261202000000_counterparty_days } from "./Migration20261202000000_counterparty_days.ts";
 import { Migration20261203000000_replica_reads } from "./Migration20261203000000_replica_reads.ts";
+import { Migration20261204000000_request_log } from "./Migration20261204000000_request_log.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -66,4 +67,5 @@ export const migrations = [
   },
   { name: "Migration20261202000000_counterparty_days", class: Migration20261202000000_counterparty_days },
   { name: "Migration20261203000000_replica_reads", class: Migration20261203000000_replica_reads },
+  { name: "Migration20261204000000_request_log", class: Migration20261204000000_request_log },
 ];
