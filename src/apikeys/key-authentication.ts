@@ -37,6 +37,12 @@ interface KeyCache {
    * instance, or the cache dropped on the change feed's reconnect) costs one query, not one per call.
    */
   pending: Map<string, Promise<KeyState | null>>;
+  /**
+   * Digests this instance has found a key for, whatever became of the key since: not dropped when the cache is
+   * (the change feed's reconnect, a change to the key), so a partner's calls are never taken for guesses while
+   * the cache fills again. Only whether a call may skip the per-address budget reads it, never authentication.
+   */
+  found: Set<string>;
 }
 
 /**
@@ -44,7 +50,13 @@ interface KeyCache {
  * secret once, then answered from this instance's cache until a change to it arrives on the change feed.
  */
 export function createKeyAuthentication({ clock, changes }: Pick<ApiKeyServiceOptions, "clock" | "changes">) {
-  const cache: KeyCache = { byHash: new Map(), unknown: new Map(), generation: 0, pending: new Map() };
+  const cache: KeyCache = {
+    byHash: new Map(),
+    unknown: new Map(),
+    generation: 0,
+    pending: new Map(),
+    found: new Set(),
+  };
   changes.subscribe("api_key", (id) => {
     cache.generation++;
     cache.unknown.clear();
@@ -56,16 +68,16 @@ export function createKeyAuthentication({ clock, changes }: Pick<ApiKeyServiceOp
 
   return {
     /**
-     * True when an `Authorization: Bearer` header carries a key this instance has found valid before (it is in
-     * the cache, however old: revocations leave it through the change feed), or one it is looking up now (the
-     * call joins that lookup). No query, so it can decide before anything is spent whether a request from an
-     * address that keeps failing to authenticate is a partner's, or costs nothing more to find out.
+     * True when an `Authorization: Bearer` header carries a key this instance has found before (revoked or
+     * expired since, perhaps: the call is then refused as any is), or one it is looking up now (the call joins
+     * that lookup). Either costs no query beyond one already made or under way, so the per-address budget of
+     * failed authentications need not be spent on it (edge/address-guard.ts).
      */
     knows(authorization: string | undefined): boolean {
       const m = authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
       if (!m?.[1] || !KEY_SHAPE.test(m[1])) return false;
       const hex = sha256Hex(m[1]);
-      return cache.byHash.has(hex) || cache.pending.has(hex);
+      return cache.found.has(hex) || cache.pending.has(hex);
     },
 
     /**
@@ -133,6 +145,10 @@ async function lookUp(
     revokedAt: found.revokedAt,
     expiresAt: found.expiresAt,
   };
+  if (row) {
+    if (cache.found.size >= CACHE_MAX) cache.found.clear();
+    cache.found.add(hex);
+  }
   // Remembered only if no key changed while this lookup ran (else answer from what was read).
   if (readAt === cache.generation && changes.healthy) {
     if (row) {

@@ -38,15 +38,20 @@ export function admitAddress(
   const address = clientAddressOf(req);
   (req as Reserved)[ADDRESS] = address;
   const page = PAGE_PREFIXES.some((prefix) => path.startsWith(prefix));
-  // A request that will authenticate takes a failure's token on arrival, given back when it does not fail:
-  // a burst of guesses sent at once cannot all pass the check before the first is charged (they would each
-  // cost a query, and hold the pool), whatever the bucket had refilled to.
-  const decision = page
-    ? guard.takePage(address)
-    : FIXED_PATHS.has(path)
-      ? undefined
-      : guard.reserveFailure(address);
-  if (!decision) return true;
+  if (!page && FIXED_PATHS.has(path)) return true;
+  if (!page && knownKey(req.headers.authorization)) {
+    // A key this instance has found before, or is looking up now, costs no query beyond that one: the call takes
+    // no token, so a partner's calls in flight never crowd out its next key, nor does another client's guessing
+    // lock a partner out. From an address over its budget it is answered 429 should the key be refused after all
+    // (edge/authentication.ts), as a guess would be.
+    const budget = guard.failuresLeft(address);
+    if (!budget.allowed) callOutcomeOf(req).overBudgetRetryAfter = budget.retryAfterSeconds;
+    return true;
+  }
+  // Any other request that will authenticate takes a failure's token on arrival, given back once its key is
+  // taken: a burst of guesses sent at once cannot all pass the check before the first is charged (they would
+  // each cost a query, and hold the pool), whatever the bucket had refilled to.
+  const decision = page ? guard.takePage(address) : guard.reserveFailure(address);
   if (decision.allowed) {
     if (!page) {
       (req as Reserved)[RESERVED] = true;
@@ -58,9 +63,6 @@ export function admitAddress(
     }
     return true;
   }
-  // An address over its budget of failures (guessed keys, a shared proxy) still lets through a request whose
-  // key is one this instance already knows: another client's guesses never lock a partner out.
-  if (!page && knownKey(req.headers.authorization)) return true;
   const refusal = new ApiError(
     "rate_limited",
     page

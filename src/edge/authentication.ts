@@ -68,8 +68,20 @@ async function noting<T>(call: EdgeCall, work: Promise<T>): Promise<T> {
     outcome?.credentialsTaken?.();
     return result;
   } catch (err) {
-    if (outcome && err instanceof ApiError && err.httpStatus === 401) outcome.unauthenticated = true;
-    else outcome?.credentialsTaken?.();
+    if (!(outcome && err instanceof ApiError && err.httpStatus === 401)) {
+      outcome?.credentialsTaken?.();
+      throw err;
+    }
+    outcome.unauthenticated = true;
+    // Let in without a token from an address over its budget (edge/address-guard.ts): refused as a guess is.
+    if (outcome.overBudgetRetryAfter !== undefined)
+      throw new ApiError(
+        "rate_limited",
+        "Too many failed authentications from your address; try again shortly.",
+        {
+          retryAfterSeconds: outcome.overBudgetRetryAfter,
+        },
+      );
     throw err;
   }
 }

@@ -81,6 +81,12 @@ export function createAddressGuard(o: AddressGuardOptions) {
       return { allowed: true };
     },
 
+    /** Whether the address is over its budget of failures now, without taking anything. */
+    failuresLeft(address: string): GuardDecision {
+      const b = current("failures", address);
+      return b.tokens < 1 ? refused("failures", b) : { allowed: true };
+    },
+
     /** Gives back a token taken by {@link reserveFailure}, for an attempt that succeeded. */
     refund(address: string): void {
       const b = current("failures", address);

@@ -46,34 +46,57 @@ const get = (s: net.Socket, key: string) =>
     `GET /partner/v1/keys HTTP/1.1\r\nhost: x\r\nconnection: close\r\nauthorization: Bearer ${key}\r\n\r\n`,
   );
 
+/**
+ * Sends `count` calls with `key` from `address` all at once (every connection open first), while the key table
+ * is locked, so the key's lookup is held at the database until every call has arrived (taken for its key, or
+ * answered already); then lets the lookup go. The answers' statuses.
+ */
+async function burstWhileLookupHeld(address: string, key: string, count: number): Promise<number[]> {
+  const sockets = await Promise.all(Array.from({ length: count }, () => connect(address)));
+  let answered = 0;
+  const answers = sockets.map((s) =>
+    statusOn(s).then((status) => {
+      answered++;
+      return status;
+    }),
+  );
+  const before = checking;
+  await locker.query("begin");
+  await locker.query("lock table api_keys in access exclusive mode");
+  try {
+    for (const s of sockets) get(s, key);
+    await eventually(() => checking - before + answered === count, { what: "every call arrived" });
+  } finally {
+    await locker.query("commit");
+  }
+  return Promise.all(answers);
+}
+
+/** Spends an address's whole budget of failed authentications with distinct guesses. */
+async function exhaust(address: string): Promise<void> {
+  for (let i = 0; ; i++) {
+    const s = await connect(address);
+    const answer = statusOn(s);
+    get(s, `sk_live_${String(i).padStart(30, "0")}xx`);
+    if ((await answer) === 429) return;
+  }
+}
+
 describe("the per-address limit on failed authentications, for partners", () => {
   it("lets through a burst of calls all at once with a key this instance has not looked up yet", async () => {
     const q = await createPartner(t);
     await settleChangeFeed(t.app);
     expect(t.app.services.apiKeys.knows(`Bearer ${q.sandboxKey}`)).toBe(false);
     // Three times what the address's bucket holds, every connection open before any call is written, and the
-    // key's lookup held at the database (its table locked) until every call has arrived: each is either
-    // refused or waiting for its key.
-    const burst = ADDRESS_LIMITS.failures.capacity * 3;
-    const sockets = await Promise.all(Array.from({ length: burst }, () => connect("127.0.0.11")));
-    let answered = 0;
-    const answers = sockets.map((s) =>
-      statusOn(s).then((status) => {
-        answered++;
-        return status;
-      }),
+    // key's lookup held at the database until every call has arrived.
+    const statuses = await burstWhileLookupHeld(
+      "127.0.0.11",
+      q.sandboxKey,
+      ADDRESS_LIMITS.failures.capacity * 3,
     );
-    const before = checking;
-    await locker.query("begin");
-    await locker.query("lock table api_keys in access exclusive mode");
-    try {
-      for (const s of sockets) get(s, q.sandboxKey);
-      await eventually(() => checking - before + answered === burst, { what: "every call arrived" });
-    } finally {
-      await locker.query("commit");
-    }
-    const statuses = await Promise.all(answers);
-    expect(statuses.filter((s) => s !== 200)).toEqual([]);
+    // None taken for a guess; all answered (200, or 503 should the pool be exhausted when the lock goes).
+    expect(statuses.filter((s) => s !== 200 && s !== 503)).toEqual([]);
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(0);
     // A guess from the address is still weighed, and charged: the address's budget is whole.
     const guess = await connect("127.0.0.11");
     const refused = statusOn(guess);
@@ -114,5 +137,36 @@ describe("the per-address limit on failed authentications, for partners", () => 
     } finally {
       for (const s of held) s.destroy();
     }
+  });
+  it("answers 429, not 401, to a guess sent many times at once from an address over its budget", async () => {
+    await exhaust("127.0.0.13");
+    // A tenth of a second's refill: one token, which the burst's first call takes to look the guess up; the others
+    // join that lookup (one query), and each is refused as a guess from the address is.
+    t.app.services.addressGuard.refund("127.0.0.13");
+    const statuses = await burstWhileLookupHeld("127.0.0.13", `sk_live_${"h".repeat(32)}`, 300);
+    expect(statuses.filter((s) => s === 401).length).toBeLessThanOrEqual(1);
+    expect(statuses.filter((s) => s !== 429 && s !== 401)).toEqual([]);
+  });
+
+  it("answers 429 to a revoked key from an address over its budget, and lets through a working key whose cache entry was dropped", async () => {
+    const r = await createPartner(t);
+    await settleChangeFeed(t.app);
+    const once = async (key: string, from = "127.0.0.14") => {
+      const s = await connect(from);
+      const answer = statusOn(s);
+      get(s, key);
+      return answer;
+    };
+    expect(await once(r.sandboxKey)).toBe(200);
+    expect(await once(r.liveKey)).toBe(200);
+    await t.internal.apiKeys.revokeApiKey({ keyId: r.liveKeyId });
+    // The sandbox key is rolled: the change drops its cache entry, and it keeps working for 24 hours.
+    await t.internal.apiKeys.rollApiKey({ keyId: r.sandboxKeyId, expiresInHours: 24 });
+    await settleChangeFeed(t.app);
+    // The revoked key, looked up again from elsewhere: the instance knows it, as revoked.
+    expect(await once(r.liveKey, "127.0.0.15")).toBe(401);
+    await exhaust("127.0.0.14");
+    expect(await once(r.liveKey)).toBe(429);
+    expect(await once(r.sandboxKey)).toBe(200);
   });
 });

@@ -27,6 +27,12 @@ export interface CallOutcome {
    * body or a long read would otherwise hold it, and a partner's calls in flight would crowd out its next key).
    */
   credentialsTaken?: () => void;
+  /**
+   * Set by the HTTP layer for a call let in without a token because its key is known (or being looked up), from
+   * an address over its budget of failed authentications: should the key be refused after all, the call is
+   * answered `429 rate_limited` with this `Retry-After`, as any other call from the address is.
+   */
+  overBudgetRetryAfter?: number;
   /** The partner, environment and key of a call made with an API key, once the key was taken (request log). */
   keyCaller?: Caller;
   /** The error the call was answered with, in the contract's form whatever the face (request log). */
