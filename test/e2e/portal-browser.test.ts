@@ -1,12 +1,11 @@
-import { existsSync, readFileSync } from "node:fs";
-import { createRequire } from "node:module";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/platform/clock.ts";
 import { sql } from "../../src/platform/db/sql.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { createConsentedUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { checkPage, haveBrowser, launchBrowser } from "../support/browser.ts";
 import { rest } from "../support/clients.ts";
 import { member, portalAdmin, totpCode } from "../support/portal.ts";
 import { startReceiver, type TestReceiver } from "../support/receiver.ts";
@@ -15,14 +14,6 @@ import { eventually } from "../support/wait.ts";
 // A person in the portal, in Chromium, as the operator's invitation starts it: set a password, enrol an
 // authenticator app, keep the recovery codes, subscribe a webhook, send it a test and see it delivered; sign
 // out, and sign in again with the keyboard alone. Every page passes axe and fits a 375 px screen.
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const haveBrowser = existsSync(CHROMIUM);
-if (!haveBrowser)
-  process.stderr.write(
-    `\nportal browser tests SKIPPED: no Chromium at ${CHROMIUM} (apt-get install chromium)\n\n`,
-  );
-const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
-
 let t: TestApp;
 let partner: PartnerFixture;
 let receiver: TestReceiver;
@@ -32,30 +23,13 @@ beforeAll(async () => {
   t = await startTestApp();
   partner = await createPartner(t, "Kobo Credit & Sons");
   receiver = await startReceiver();
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu"] });
+  browser = await launchBrowser();
 });
 afterAll(async () => {
   await browser?.close();
   await receiver?.close();
   await t?.stop();
 });
-
-/** axe's violations on the page as it is now (the page's CSP allows no inline script: axe is added by CDP). */
-async function violations(page: Page): Promise<string[]> {
-  await page.evaluate(axeSource);
-  return page.evaluate(async () => {
-    const result = await (
-      globalThis as unknown as { axe: { run(): Promise<{ violations: { id: string; help: string }[] }> } }
-    ).axe.run();
-    return result.violations.map((v) => `${v.id}: ${v.help}`);
-  });
-}
-
-/** What a person checks on every page: no accessibility violations, nothing wider than the screen. */
-async function checkPage(page: Page, width: number) {
-  expect(await violations(page)).toEqual([]);
-  expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
-}
 
 /** The next TOTP code that has not been used yet: codes are single use, so wait for a fresh 30 s step. */
 async function freshCode(secret: string, used: Set<string>): Promise<string> {

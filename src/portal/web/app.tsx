@@ -13,6 +13,7 @@ import { DisbursementsPage } from "./pages/disbursements.tsx";
 import { EventLookupPage } from "./pages/event-lookup.tsx";
 import { InvitePage } from "./pages/invite.tsx";
 import { OverviewPage } from "./pages/overview.tsx";
+import { RequestPage, RequestsPage } from "./pages/requests.tsx";
 import { SandboxPage } from "./pages/sandbox.tsx";
 import { SignInPage } from "./pages/sign-in.tsx";
 import { SigningKeysPage } from "./pages/signing-keys.tsx";
@@ -28,6 +29,7 @@ const NAV: { path: string; label: string }[] = [
   { path: "/consents", label: "Consents" },
   { path: "/disbursements", label: "Disbursements" },
   { path: "/events", label: "Event lookup" },
+  { path: "/requests", label: "Requests" },
   { path: "/signing-keys", label: "Signing keys" },
 ];
 
@@ -112,6 +114,8 @@ function Signed({ children }: { children: (me: Member) => ComponentChildren }) {
 function Route({ path, me, env }: { path: string; me: Member; env: Environment }) {
   const webhook = /^\/webhooks\/(whk_[0-9A-Z]{26})$/.exec(path);
   if (webhook?.[1]) return <DeliveriesPage webhookId={webhook[1]} />;
+  const request = /^\/requests\/(req_[0-9A-HJKMNP-TV-Z]{26})$/.exec(path);
+  if (request?.[1]) return <RequestPage id={request[1]} />;
   switch (path) {
     case "/":
       return <OverviewPage env={env} />;
@@ -119,6 +123,8 @@ function Route({ path, me, env }: { path: string; me: Member; env: Environment }
       return <WebhooksPage />;
     case "/events":
       return <EventLookupPage />;
+    case "/requests":
+      return <RequestsPage />;
     case "/api-keys":
       return <ApiKeysPage me={me} env={env} />;
     case "/consents":

@@ -1,6 +1,7 @@
 import { render } from "preact";
 import { App } from "./app.tsx";
 import "./styles.css";
+import "./tables.css";
 
 const root = document.getElementById("app");
 if (root) render(<App />, root);

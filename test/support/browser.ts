@@ -1,0 +1,64 @@
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { type Browser, chromium, type Page } from "playwright-core";
+import { expect } from "vitest";
+import type { TestApp } from "./app.ts";
+import type { MemberFixture } from "./portal.ts";
+
+/** The Chromium the page tests drive (.ci/run installs Debian's). */
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+/** Whether it is here; the page tests say they were skipped when it is not. */
+export const haveBrowser = existsSync(CHROMIUM);
+if (!haveBrowser)
+  process.stderr.write(
+    `\nportal browser tests SKIPPED: no Chromium at ${CHROMIUM} (apt-get install chromium)\n\n`,
+  );
+
+const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+
+/** Chromium, headless, as the page tests run it. */
+export function launchBrowser(): Promise<Browser> {
+  return chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu"] });
+}
+
+/** axe's violations on the page as it is now (the page's CSP allows no inline script: axe is added by CDP). */
+export async function violations(page: Page): Promise<string[]> {
+  await page.evaluate(axeSource);
+  return page.evaluate(async () => {
+    const result = await (
+      globalThis as unknown as { axe: { run(): Promise<{ violations: { id: string; help: string }[] }> } }
+    ).axe.run();
+    return result.violations.map((v) => `${v.id}: ${v.help}`);
+  });
+}
+
+/** Where the page tests leave a screenshot of each page they check, for a reviewer to look at (git-ignored). */
+export const SCREENSHOTS = path.resolve(import.meta.dirname, "../../test-screenshots");
+
+/**
+ * What a person checks on every page: no accessibility violations, nothing wider than the screen. With a `name`,
+ * the page is also saved as `test-screenshots/<name>-<width>.png`.
+ */
+export async function checkPage(page: Page, width: number, name?: string): Promise<void> {
+  expect(await violations(page)).toEqual([]);
+  expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
+  if (name) {
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    await page.screenshot({ path: path.join(SCREENSHOTS, `${name}-${width}.png`), fullPage: true });
+  }
+}
+
+/** A page `width` px wide, signed in to the portal as `m` (its session cookie). */
+export async function signedInPage(
+  browser: Browser,
+  t: TestApp,
+  m: MemberFixture,
+  width: number,
+): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width, height: 900 } });
+  await context.addCookies([
+    { name: "portal_session", value: (m.browser.cookie ?? "").split("=")[1] ?? "", url: t.partnerUrl },
+  ]);
+  return context.newPage();
+}
