@@ -18,6 +18,7 @@ const benches: { name: string; file: string; env?: Record<string, string> }[] = 
   { name: "isolation", file: "isolation" },
   { name: "portal", file: "portal" },
   { name: "replicas", file: "replicas" },
+  { name: "requestlog", file: "request-log" },
   { name: "scaleout", file: "scaleout" },
   { name: "scaleout webhooks", file: "webhooks", env: { BENCH_INSTANCES: "2" } },
   { name: "scaleout retries", file: "retries", env: { BENCH_INSTANCES: "2" } },
