@@ -2,17 +2,61 @@ import type { DescEnum } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ComponentChildren } from "preact";
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
 
-/** An error from the API, in the words its message gives, with its code for support. */
+/**
+ * The API's reasons per field of a refused request (`details.fields` of `validation_failed`, as REST answers
+ * it: `{ "url": "does not resolve" }`), from the error's ErrorInfo.
+ */
+export function fieldErrors(error: unknown): Record<string, string> {
+  if (!error) return {};
+  const raw = ConnectError.from(error).findDetails(ErrorInfoSchema)[0]?.metadata.details;
+  try {
+    const fields = raw ? (JSON.parse(raw) as { fields?: unknown }).fields : undefined;
+    return fields && typeof fields === "object" ? (fields as Record<string, string>) : {};
+  } catch {
+    return {};
+  }
+}
+
+/** The id of the message of a form's field `name`, for its input's `aria-describedby`. */
+export const fieldErrorId = (form: string, name: string) => `${form}-${name}-error`;
+
+/** What the API said of one field, beside it (nothing when it said nothing of it). */
+export function FieldError(props: { error: unknown; form: string; name: string }) {
+  const reason = fieldErrors(props.error)[props.name];
+  if (!reason) return null;
+  return (
+    <span id={fieldErrorId(props.form, props.name)} class="error field-error">
+      {reason}
+    </span>
+  );
+}
+
+/**
+ * An error from the API, in the words its message gives, with its code for support; a refused field's reason
+ * is said beside the field ({@link FieldError}) and listed here too, for those the form does not show.
+ */
 export function ErrorBox({ error }: { error: unknown }) {
   if (!error) return null;
   const e = ConnectError.from(error);
+  const fields = Object.entries(fieldErrors(error));
   return (
-    <p class="error" role="alert">
-      {e.rawMessage} <span class="muted">({codeName(e)})</span>
-    </p>
+    <div class="error" role="alert">
+      <p>
+        {e.rawMessage} <span class="muted">({codeName(e)})</span>
+      </p>
+      {fields.length ? (
+        <ul>
+          {fields.map(([name, reason]) => (
+            <li key={name}>
+              <code>{name}</code>: {reason}
+            </li>
+          ))}
+        </ul>
+      ) : null}
+    </div>
   );
 }
 
@@ -30,13 +74,30 @@ export function Loading() {
   );
 }
 
-/** A timestamp as the person's local date and time, with the exact UTC instant on hover. */
+/** Dates and times as the partner reads them: Lagos time (the product's), day first, 24 hours. */
+const LAGOS = new Intl.DateTimeFormat("en-GB", {
+  timeZone: "Africa/Lagos",
+  day: "numeric",
+  month: "short",
+  year: "numeric",
+  hour: "2-digit",
+  minute: "2-digit",
+  second: "2-digit",
+  hourCycle: "h23",
+});
+
+/** A date and time in Lagos (`27 Nov 2026, 22:08:52`). */
+export function lagosTime(d: Date): string {
+  return LAGOS.format(d);
+}
+
+/** A timestamp in Lagos time, with the exact UTC instant (ISO 8601) on hover. */
 export function Time({ at }: { at: Timestamp | undefined }) {
   if (!at) return <span class="muted">—</span>;
   const d = new Date(Number(at.seconds) * 1000 + Math.floor(at.nanos / 1e6));
   return (
     <time dateTime={d.toISOString()} title={d.toISOString()}>
-      {d.toLocaleString()}
+      {lagosTime(d)}
     </time>
   );
 }
@@ -131,8 +192,11 @@ export function ShownOnce({ title, value }: { title: string; value: string }) {
   );
 }
 
-/** A page's heading and body. */
+/** A page's heading and body; the browser's tab says which page it is. */
 export function Page({ title, children }: { title: string; children: ComponentChildren }) {
+  useEffect(() => {
+    document.title = `${title} · Partner portal`;
+  }, [title]);
   return (
     <section aria-labelledby="page-title">
       <h1 id="page-title">{title}</h1>

@@ -9,7 +9,7 @@ import {
   Repayment_StatusSchema,
 } from "../../../../gen/partner/v1/disbursements_pb.ts";
 import { TimeChart } from "../chart.tsx";
-import { ErrorBox, enumName, IdLookup, Loading, LoadMore, Page, TableWrap } from "../ui.tsx";
+import { ErrorBox, enumName, IdLookup, Loading, LoadMore, lagosTime, Page, TableWrap } from "../ui.tsx";
 
 /** Kobo as naira for people to read (exact: integer arithmetic on the bigint, never floating point). */
 export function naira(kobo: bigint): string {
@@ -178,7 +178,11 @@ function Books() {
             <tbody>
               {entries.map((b, n) => (
                 <tr key={`${b.bookedAt}.${b.kind}.${b.disbursementId}.${b.repaymentId}.${n}`}>
-                  <td>{new Date(b.bookedAt).toLocaleString()}</td>
+                  <td>
+                    <time dateTime={b.bookedAt} title={b.bookedAt}>
+                      {lagosTime(new Date(b.bookedAt))}
+                    </time>
+                  </td>
                   <td>
                     <code>{b.kind}</code>
                   </td>

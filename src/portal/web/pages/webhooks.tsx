@@ -8,7 +8,17 @@ import {
   WebhookService,
 } from "../../../../gen/partner/v1/webhooks_pb.ts";
 import { onLinkClick } from "../router.ts";
-import { CheckboxSet, ErrorBox, enumName, Loading, Page, ShownOnce } from "../ui.tsx";
+import {
+  CheckboxSet,
+  ErrorBox,
+  enumName,
+  FieldError,
+  fieldErrorId,
+  fieldErrors,
+  Loading,
+  Page,
+  ShownOnce,
+} from "../ui.tsx";
 
 /** The event types and wildcards a subscription may name (the contract's list). */
 export const EVENT_FILTERS = [
@@ -58,6 +68,7 @@ export function WebhooksPage() {
 
 function CreateWebhook({ onCreated }: { onCreated: (w: Webhook) => void }) {
   const create = useMutation(WebhookService.method.createWebhook);
+  const refused = fieldErrors(create.error);
   const [events, setEvents] = useState<string[]>(["*"]);
   return (
     <form
@@ -74,11 +85,26 @@ function CreateWebhook({ onCreated }: { onCreated: (w: Webhook) => void }) {
       <h2>New subscription</h2>
       <label>
         Endpoint URL
-        <input name="url" type="url" required inputMode="url" placeholder="https://example.com/webhooks" />
+        <input
+          name="url"
+          type="url"
+          required
+          inputMode="url"
+          placeholder="https://example.com/webhooks"
+          aria-invalid={"url" in refused}
+          aria-describedby={"url" in refused ? fieldErrorId("new-webhook", "url") : undefined}
+        />
+        <FieldError error={create.error} form="new-webhook" name="url" />
       </label>
       <label>
         Description <span class="muted">(optional)</span>
-        <input name="description" maxLength={500} />
+        <input
+          name="description"
+          maxLength={500}
+          aria-invalid={"description" in refused}
+          aria-describedby={"description" in refused ? fieldErrorId("new-webhook", "description") : undefined}
+        />
+        <FieldError error={create.error} form="new-webhook" name="description" />
       </label>
       <CheckboxSet
         legend="Events"
