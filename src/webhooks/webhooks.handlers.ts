@@ -32,6 +32,7 @@ function toWebhook(row: Webhook, stats?: WebhookStats, secret = ""): MessageInit
     stats,
     createdAt: ts(row.createdAt),
     updatedAt: ts(row.updatedAt),
+    circuitOpenUntil: ts(row.circuitOpenUntil),
   };
 }
 

@@ -5,6 +5,7 @@ import type { Environment } from "../../src/platform/tenancy.ts";
 import { createWebhook, raiseEvent } from "../factories/events.ts";
 import { createPartner } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { rest } from "../support/clients.ts";
 import { startReceiver, type TestReceiver } from "../support/receiver.ts";
 import { eventually } from "../support/wait.ts";
 
@@ -186,6 +187,9 @@ describe("an endpoint that fails every time", () => {
     );
     expect(circuit?.failure_streak).toBeGreaterThanOrEqual(circuitFailures);
     expect(circuit?.circuit_open_until).not.toBeNull();
+    // The partner sees it too: the subscription says until when its deliveries wait.
+    const open = await rest(t.partnerUrl, "GET", `/partner/v1/webhooks/${broken.id}`, { key: a.sandboxKey });
+    expect(open.body.circuitOpenUntil).toMatch(/^\d{4}-\d{2}-\d{2}T/);
     // Its deliveries wait in the database for a later time, none given up.
     const [waiting] = await sql<{ n: number; later: number }>(
       t.app.orm.em.fork(),
@@ -210,6 +214,10 @@ describe("an endpoint that fails every time", () => {
       { timeoutMs: 40_000, what: "the recovered subscription's 40 deliveries" },
     );
     expect(new Set(flaky.received.map((r) => r.headers["x-service-event-id"])).size).toBe(40);
+    const closed = await rest(t.partnerUrl, "GET", `/partner/v1/webhooks/${broken.id}`, {
+      key: a.sandboxKey,
+    });
+    expect(closed.body.circuitOpenUntil).toBeUndefined();
     const after = await attemptsTo(t, broken.id);
     // Each delivered once; the failures stayed few: the first ones, then single probes.
     expect(after.filter((x) => x.succeeded).length).toBe(40);

@@ -1,17 +1,11 @@
 import { useMutation, useQuery } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
 import { useState } from "preact/hooks";
-import {
-  type Webhook,
-  Webhook_Status,
-  Webhook_StatusSchema,
-  WebhookService,
-} from "../../../../gen/partner/v1/webhooks_pb.ts";
+import { type Webhook, WebhookService } from "../../../../gen/partner/v1/webhooks_pb.ts";
 import { onLinkClick } from "../router.ts";
 import {
   CheckboxSet,
   ErrorBox,
-  enumName,
   FieldError,
   fieldErrorId,
   fieldErrors,
@@ -19,6 +13,7 @@ import {
   Page,
   ShownOnce,
 } from "../ui.tsx";
+import { WebhookHealth } from "../webhook-health.tsx";
 
 /** The event types and wildcards a subscription may name (the contract's list). */
 export const EVENT_FILTERS = [
@@ -137,10 +132,7 @@ function WebhookCard(props: { webhook: Webhook; onChanged: () => void; onSecret:
         </a>
       </h3>
       <p>
-        <span class={w.status === Webhook_Status.ACTIVE ? "ok" : "bad"}>
-          {enumName(Webhook_StatusSchema, w.status)}
-        </span>
-        {w.disabledReason ? ` (${w.disabledReason})` : ""} · <code>{w.id}</code>
+        <WebhookHealth webhook={w} /> · <code>{w.id}</code>
       </p>
       <p>
         Events:{" "}
