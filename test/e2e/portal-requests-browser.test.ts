@@ -62,6 +62,16 @@ describe.skipIf(!haveBrowser)("the request log in the portal", () => {
         .waitFor();
       await page.waitForLoadState("networkidle");
       await checkPage(page, width, "request");
+      // From any page, "/" puts the cursor in the header's "Go to an id", which takes it to the call's page.
+      await page.goto(`${t.partnerUrl}/portal/`);
+      await page.getByRole("heading", { level: 1 }).first().waitFor();
+      await page.keyboard.press("/");
+      expect(await page.evaluate(() => document.activeElement?.getAttribute("name"))).toBe("q");
+      await page.keyboard.type(`see ${body.requestId} in the logs`);
+      await page.keyboard.press("Enter");
+      await page.getByRole("heading", { level: 1, name: "Request" }).waitFor();
+      expect(new URL(page.url()).pathname).toBe(`/portal/requests/${body.requestId}`);
+      await checkPage(page, width);
       await page.context().close();
     }
   }, 120_000);

@@ -6,10 +6,11 @@ import { useMemo, useState } from "preact/hooks";
 import { PortalAuthService } from "../../../gen/portal/v1/auth_pb.ts";
 import type { Member } from "../../../gen/portal/v1/members_pb.ts";
 import { type Environment, portalTransport, storedEnvironment, storeEnvironment } from "./api.ts";
+import { JumpTo } from "./jump.tsx";
 import { ApiKeysPage } from "./pages/api-keys.tsx";
 import { ConsentsPage } from "./pages/consents.tsx";
 import { DeliveriesPage } from "./pages/deliveries.tsx";
-import { DisbursementsPage } from "./pages/disbursements.tsx";
+import { DisbursementPage, DisbursementsPage } from "./pages/disbursements.tsx";
 import { EventLookupPage } from "./pages/event-lookup.tsx";
 import { InvitePage } from "./pages/invite.tsx";
 import { OverviewPage } from "./pages/overview.tsx";
@@ -116,6 +117,10 @@ function Route({ path, me, env }: { path: string; me: Member; env: Environment }
   if (webhook?.[1]) return <DeliveriesPage webhookId={webhook[1]} />;
   const request = /^\/requests\/(req_[0-9A-HJKMNP-TV-Z]{26})$/.exec(path);
   if (request?.[1]) return <RequestPage id={request[1]} />;
+  const event = /^\/events\/(evt_[0-9A-HJKMNP-TV-Z]{26})$/.exec(path);
+  if (event?.[1]) return <EventLookupPage key={event[1]} initial={event[1]} />;
+  const disbursement = /^\/disbursements\/(dsb_[0-9A-HJKMNP-TV-Z]{26})$/.exec(path);
+  if (disbursement?.[1]) return <DisbursementPage id={disbursement[1]} />;
   switch (path) {
     case "/":
       return <OverviewPage env={env} />;
@@ -174,6 +179,7 @@ function Shell(props: {
       <header>
         <span class="brand">Partner portal</span>
         <Account me={me} />
+        <JumpTo />
         <fieldset class="env-switch">
           <legend>Environment</legend>
           {(["sandbox", "production"] as const).map((e) => (

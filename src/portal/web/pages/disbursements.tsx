@@ -33,6 +33,21 @@ export function DisbursementsPage() {
   );
 }
 
+/** One disbursement's page, reached by its id (`/disbursements/dsb_…`). */
+export function DisbursementPage({ id }: { id: string }) {
+  const d = useQuery(DisbursementService.method.getDisbursement, { id });
+  return (
+    <Page title="Disbursement">
+      <p>
+        <code>{id}</code>
+      </p>
+      {d.isPending ? <Loading /> : null}
+      <ErrorBox error={d.error} />
+      {d.data?.disbursement ? <DisbursementCard d={d.data.disbursement} /> : null}
+    </Page>
+  );
+}
+
 function LookUp() {
   const [id, setId] = useState("");
   const d = useQuery(DisbursementService.method.getDisbursement, id ? { id } : skipToken);

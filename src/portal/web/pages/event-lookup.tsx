@@ -4,9 +4,12 @@ import { useState } from "preact/hooks";
 import { Delivery_StatusSchema, WebhookService } from "../../../../gen/partner/v1/webhooks_pb.ts";
 import { ErrorBox, enumName, IdLookup, Loading, Page, Time } from "../ui.tsx";
 
-/** Looks up one event delivered to this partner's webhooks by its `evt_` id: its body and deliveries. */
-export function EventLookupPage() {
-  const [id, setId] = useState("");
+/**
+ * Looks up one event delivered to this partner's webhooks by its `evt_` id (or shows the one in the address,
+ * `/events/evt_…`): its body and deliveries.
+ */
+export function EventLookupPage({ initial = "" }: { initial?: string }) {
+  const [id, setId] = useState(initial);
   const event = useQuery(WebhookService.method.getEvent, id ? { id } : skipToken);
   return (
     <Page title="Event lookup">
