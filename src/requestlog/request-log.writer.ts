@@ -47,8 +47,10 @@ export function createRequestLogWriter(o: RequestLogWriterOptions): RequestLogWr
   let writing: Promise<void> | undefined;
   let warnedAt = 0;
 
+  // One batch of what is held, then more at once only while full batches wait: a write that took what came in
+  // during the last one would write a few rows a statement, hundreds of statements a second.
   const writeAll = async (): Promise<void> => {
-    while (held.length) {
+    for (let first = true; held.length && (first || held.length >= batchSize); first = false) {
       const batch = held.length <= batchSize ? held : held.slice(0, batchSize);
       held = held.length <= batchSize ? [] : held.slice(batchSize);
       try {

@@ -23,10 +23,8 @@ export class Migration20261204000000_request_log extends Migration {
         error_code text null,
         duration_us integer not null,
         error jsonb null,
-        constraint request_log_pkey primary key (id),
-        constraint request_log_partner_id_fkey foreign key (partner_id) references partners (id)
+        constraint request_log_pkey primary key (partner_id, environment, id)
       ) partition by range (id)`);
-    this.addSql("create index request_log_by_owner on request_log (partner_id, environment, id)");
     this.addSql(
       "create index request_log_failed_by_owner on request_log (partner_id, environment, id) where status >= 400",
     );
