@@ -1,20 +1,15 @@
-// Benchmark of reads on a streaming replica (issue: past one database server). Not a test: `npm run bench:replicas`.
-// A primary of its own and one real streaming replica of it (test/support/replication.ts), a partner's sandbox
-// ledgers for BENCH_USERS users (2,000: BENCH_HEAVY traders with 5,000 entries each, the rest 50), full-scope
-// consents for BENCH_READ_USERS readers (1,000) and for the users whose consents the bench revokes. Two api
-// processes on the one primary, side by side: one without replicas, one with DATABASE_REPLICA_URLS. Rounds
-// alternate between them (BENCH_ROUNDS pairs, BENCH_SECONDS each) at saturation (50 connections), while a
-// partner revokes a consent every 100 ms through the process being measured. Each round reports the primary's
-// database time per snapshot read: pg_stat_database's active_time (every statement, its parsing and planning
-// included; read 11 s after the round, once every backend has reported) and pg_stat_statements' execution time.
-// Bar: with the replica, the primary spends <= 20 % of the database time per read it spends without one; and no
-// snapshot of a revoked consent is ever served (a 200 for a read sent after its revocation's answer came back).
-import { randomInt } from "node:crypto";
 import autocannon from "autocannon";
 import pg from "pg";
 import { scopes } from "../src/consent/scopes.ts";
 import { type Replica, startReplicatedCluster } from "../test/support/replication.ts";
-import { type BenchService, internalCall, partnerWithKey, report, startService } from "./support.ts";
+import {
+  type BenchService,
+  internalCall,
+  partnerWithKey,
+  report,
+  seedTraders,
+  startService,
+} from "./support.ts";
 
 const USERS = Number(process.env.BENCH_USERS ?? 2_000);
 const HEAVY = Number(process.env.BENCH_HEAVY ?? 20);
@@ -43,41 +38,14 @@ await onReplica.connect();
 
 try {
   const { partnerId, key } = await partnerWithKey(plain);
-  const userId = (i: number) => `usr_rep${i}`;
-  for (let i = 0; i < USERS; i += 50) {
-    await Promise.all(
-      Array.from({ length: Math.min(50, USERS - i) }, (_, j) =>
-        internalCall(plain, "internal.v1.UserService/UpsertUser", {
-          id: userId(i + j),
-          phoneNumber: `+23471${String(i + j).padStart(8, "0")}`,
-          segment: "trader",
-          environment: "sandbox",
-        }),
-      ),
-    );
-  }
-  let batch: unknown[] = [];
-  const day = 86_400_000;
-  const flush = async () => {
-    if (batch.length)
-      await internalCall(plain, "internal.v1.IngestService/IngestLedgerEntries", { entries: batch });
-    batch = [];
-  };
-  for (let u = 0; u < USERS; u++) {
-    for (let n = 0; n < (u < HEAVY ? HEAVY_ENTRIES : LIGHT_ENTRIES); n++) {
-      batch.push({
-        id: `r${u}_${n}`,
-        userId: userId(u),
-        amountKobo: String(randomInt(100, 5_000_000)),
-        direction: randomInt(3) === 0 ? "OUTFLOW" : "INFLOW",
-        counterpartyId: `cp${randomInt(u < HEAVY ? 2_000 : 20)}`,
-        channel: "transfer",
-        occurredAt: new Date(Date.now() - randomInt(0, 400 * day)).toISOString(),
-      });
-      if (batch.length === 2_000) await flush();
-    }
-  }
-  await flush();
+  const userId = await seedTraders(plain, {
+    prefix: "rep",
+    phonePrefix: "1",
+    users: USERS,
+    heavy: HEAVY,
+    heavyEntries: HEAVY_ENTRIES,
+    lightEntries: LIGHT_ENTRIES,
+  });
 
   // Readers (the heavy traders among them), and the users whose consents are revoked during the rounds.
   const readers = [

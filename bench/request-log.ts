@@ -5,7 +5,7 @@
 // them (BENCH_ROUNDS pairs, BENCH_SECONDS each) at saturation: snapshot reads on 50 connections, every one of them
 // a logged call. Each round reports the reads a second; the logging process's metrics say how many calls were
 // written and how many dropped. Bar: with the log on, saturation >= 0.95 x with it off, and no call dropped.
-import { randomBytes, randomInt } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -13,7 +13,14 @@ import autocannon from "autocannon";
 import { scopes } from "../src/consent/scopes.ts";
 import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
 import { createLogger } from "../src/platform/logger.ts";
-import { type BenchService, internalCall, partnerWithKey, report, startService } from "./support.ts";
+import {
+  type BenchService,
+  internalCall,
+  partnerWithKey,
+  report,
+  seedTraders,
+  startService,
+} from "./support.ts";
 
 const USERS = Number(process.env.BENCH_USERS ?? 2_000);
 const HEAVY = Number(process.env.BENCH_HEAVY ?? 20);
@@ -53,40 +60,14 @@ const metric = async (s: BenchService, sample: string) => {
 
 try {
   const { partnerId, key } = await partnerWithKey(loader);
-  const userId = (i: number) => `usr_log${i}`;
-  for (let i = 0; i < USERS; i += 50) {
-    await Promise.all(
-      Array.from({ length: Math.min(50, USERS - i) }, (_, j) =>
-        internalCall(loader, "internal.v1.UserService/UpsertUser", {
-          id: userId(i + j),
-          phoneNumber: `+23472${String(i + j).padStart(8, "0")}`,
-          segment: "trader",
-          environment: "sandbox",
-        }),
-      ),
-    );
-  }
-  let batch: unknown[] = [];
-  const flush = async () => {
-    if (batch.length)
-      await internalCall(loader, "internal.v1.IngestService/IngestLedgerEntries", { entries: batch });
-    batch = [];
-  };
-  for (let u = 0; u < USERS; u++) {
-    for (let n = 0; n < (u < HEAVY ? HEAVY_ENTRIES : LIGHT_ENTRIES); n++) {
-      batch.push({
-        id: `l${u}_${n}`,
-        userId: userId(u),
-        amountKobo: String(randomInt(100, 5_000_000)),
-        direction: randomInt(3) === 0 ? "OUTFLOW" : "INFLOW",
-        counterpartyId: `cp${randomInt(u < HEAVY ? 2_000 : 20)}`,
-        channel: "transfer",
-        occurredAt: new Date(Date.now() - randomInt(0, 400 * 86_400_000)).toISOString(),
-      });
-      if (batch.length === 2_000) await flush();
-    }
-  }
-  await flush();
+  const userId = await seedTraders(loader, {
+    prefix: "log",
+    phonePrefix: "2",
+    users: USERS,
+    heavy: HEAVY,
+    heavyEntries: HEAVY_ENTRIES,
+    lightEntries: LIGHT_ENTRIES,
+  });
   const readers = Array.from({ length: Math.min(USERS, HEAVY + READ_USERS) }, (_, i) => i);
   for (let i = 0; i < readers.length; i += 20) {
     await Promise.all(

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { randomInt } from "node:crypto";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -356,4 +357,59 @@ export async function startBareServer(
     createInterface({ input: child.stdout as NodeJS.ReadableStream }).once("line", resolve),
   );
   return { url: `http://127.0.0.1:${port}`, stop: () => child.kill() };
+}
+
+/** How many users {@link seedTraders} makes, and how much ledger each has. */
+export interface TraderLedgers {
+  /** `usr_<prefix><n>`, and `<prefix><u>_<n>` the entries' ids. */
+  prefix: string;
+  /** Two digits after +234 70…, so two benches' users never share a phone number. */
+  phonePrefix: string;
+  users: number;
+  /** The first `heavy` users have `heavyEntries` entries over 2,000 counterparties; the rest `lightEntries` over 20. */
+  heavy: number;
+  heavyEntries: number;
+  lightEntries: number;
+}
+
+/**
+ * Sandbox traders with ledgers over the last 400 days, made over the internal API as the platform would: users
+ * fifty at a time, then entries in batches of 2,000. Returns the user id of each index.
+ */
+export async function seedTraders(s: BenchService, o: TraderLedgers): Promise<(i: number) => string> {
+  const userId = (i: number) => `usr_${o.prefix}${i}`;
+  for (let i = 0; i < o.users; i += 50) {
+    await Promise.all(
+      Array.from({ length: Math.min(50, o.users - i) }, (_, j) =>
+        internalCall(s, "internal.v1.UserService/UpsertUser", {
+          id: userId(i + j),
+          phoneNumber: `+2347${o.phonePrefix}${String(i + j).padStart(8, "0")}`,
+          segment: "trader",
+          environment: "sandbox",
+        }),
+      ),
+    );
+  }
+  let batch: unknown[] = [];
+  const flush = async () => {
+    if (batch.length)
+      await internalCall(s, "internal.v1.IngestService/IngestLedgerEntries", { entries: batch });
+    batch = [];
+  };
+  for (let u = 0; u < o.users; u++) {
+    for (let n = 0; n < (u < o.heavy ? o.heavyEntries : o.lightEntries); n++) {
+      batch.push({
+        id: `${o.prefix}${u}_${n}`,
+        userId: userId(u),
+        amountKobo: String(randomInt(100, 5_000_000)),
+        direction: randomInt(3) === 0 ? "OUTFLOW" : "INFLOW",
+        counterpartyId: `cp${randomInt(u < o.heavy ? 2_000 : 20)}`,
+        channel: "transfer",
+        occurredAt: new Date(Date.now() - randomInt(0, 400 * 86_400_000)).toISOString(),
+      });
+      if (batch.length === 2_000) await flush();
+    }
+  }
+  await flush();
+  return userId;
 }

@@ -557,8 +557,8 @@ function generate(files: ReturnType<typeof createFileRegistry>, toGenerate: Desc
         "**Authentication.** Send your API key on every request as `Authorization: Bearer <key>`. A key starting " +
         "`sk_sandbox_` works in the sandbox (simulated money, fixture users you can drive with the `/sandbox` " +
         "helpers); a key starting `sk_live_` works in production. Each sees only its own environment's data. Your " +
-        "keys are issued by the platform's operator, who gives you one per environment; keep them secret (only " +
-        "their SHA-256 is stored, so a lost key is replaced, never shown again). A missing key, or one not shaped " +
+        "team issues, rolls and revokes its keys in the partner portal (`/portal`), one per environment; keep " +
+        "them secret (only their SHA-256 is stored, so a lost key is rolled, never shown again). A missing key, or one not shaped " +
         "like a key (`sk_sandbox_` or `sk_live_` and 32 letters and digits: `sk_sandbox_wrong` is not), is `401 " +
         "unauthenticated`; a well-formed key that is not one of ours is `401 invalid_api_key`; a revoked one " +
         "`401 api_key_revoked`, a rolled one past its overlap `401 api_key_expired`. Rate limits are announced in the `RateLimit` " +

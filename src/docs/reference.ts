@@ -39,11 +39,16 @@ const escapeHtml = (s: string) =>
     /[&<>"']/g,
     (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c,
   );
-/** Proto comments as HTML: escaped, `code` spans kept, paragraphs kept. */
+/** Proto comments and the document's description as HTML: escaped, `code` and **strong** kept, paragraphs kept. */
 const prose = (s: string | undefined) =>
   (s ?? "")
     .split(/\n{2,}/)
-    .map((p) => `<p>${escapeHtml(p.replace(/\n/g, " ")).replace(/`([^`]+)`/g, "<code>$1</code>")}</p>`)
+    .map(
+      (p) =>
+        `<p>${escapeHtml(p.replace(/\n/g, " "))
+          .replace(/`([^`]+)`/g, "<code>$1</code>")
+          .replace(/\*\*([^*]+)\*\*/g, "<strong>$1</strong>")}</p>`,
+    )
     .join("");
 const anchor = (name: string) => `schema-${name.replace(/[^A-Za-z0-9]/g, "-")}`;
 

@@ -82,7 +82,13 @@ describe("the OpenAPI document", () => {
       expect(text).toContain("Authorization: Bearer");
       expect(text).toContain("sk_sandbox_");
       expect(text).not.toMatch(/SPEC\.md|CONTRACT\.md|CONTRACT §/);
+      // Keys come from the partner's own portal, not from the operator.
+      expect(text).toContain("partner portal");
+      expect(text).not.toContain("issued by the platform's operator");
     }
+    // Rendered, not shown as markdown.
+    expect(html).toContain("<strong>Authentication.</strong>");
+    expect(html).not.toContain("**");
   });
 
   it("tells a malformed key (401 unauthenticated) from a well-formed unknown one (401 invalid_api_key), on every operation", () => {

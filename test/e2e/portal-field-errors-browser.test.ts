@@ -8,7 +8,8 @@ import { type MemberFixture, member } from "../support/portal.ts";
 
 // The portal says what the API said of a refused field beside that field, not only "Some fields are not valid":
 // a webhook whose URL does not resolve is refused `validation_failed` naming `url`, and the reason shows under
-// the URL input, which is marked invalid and described by it. Times read in Lagos, and each page names its tab.
+// the URL input, which is marked invalid and described by it; each page names its tab. And the only admin of a
+// team is offered no Remove (the service would refuse it).
 let t: TestApp;
 let p: PartnerFixture;
 let dev: MemberFixture;
@@ -30,8 +31,8 @@ afterAll(async () => {
   await t?.stop();
 });
 
-describe.skipIf(!haveBrowser)("a refused field in the portal", () => {
-  it("is said beside the field, the input marked invalid, and the page stays accessible", async () => {
+describe.skipIf(!haveBrowser)("the portal says what is true", () => {
+  it("of a refused field, beside the field, the input marked invalid, and the page stays accessible", async () => {
     for (const width of [375, 1280]) {
       const page = await signedInPage(browser, t, dev, width);
       await page.goto(`${t.partnerUrl}/portal/webhooks`);
@@ -48,5 +49,17 @@ describe.skipIf(!haveBrowser)("a refused field in the portal", () => {
       await checkPage(page, width, "webhooks-field-error");
       await page.context().close();
     }
+  }, 60_000);
+  it("offers the only admin neither Remove nor another role, and says why", async () => {
+    const q = await createPartner(t);
+    const admin = await member(t, systemClock, q.partnerId, "admin");
+    const page = await signedInPage(browser, t, admin, 1280);
+    await page.goto(`${t.partnerUrl}/portal/team`);
+    await page.getByRole("heading", { level: 1, name: "Team" }).waitFor();
+    await page.getByText("The only admin").waitFor();
+    expect(await page.getByRole("button", { name: "Remove" }).count()).toBe(0);
+    expect(await page.getByLabel("Role").last().isDisabled()).toBe(true);
+    await checkPage(page, 1280, "team-only-admin");
+    await page.context().close();
   }, 60_000);
 });

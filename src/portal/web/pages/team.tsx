@@ -63,7 +63,14 @@ export function TeamPage({ me }: { me: Member }) {
       <ErrorBox error={members.error} />
       <ul class="cards">
         {members.data?.members.map((m) => (
-          <MemberCard key={m.id} member={m} self={m.id === me.id} />
+          <MemberCard
+            key={m.id}
+            member={m}
+            self={m.id === me.id}
+            onlyAdmin={
+              m.role === "admin" && members.data.members.filter((x) => x.role === "admin").length === 1
+            }
+          />
         ))}
       </ul>
       <h2>Audit log</h2>
@@ -108,7 +115,11 @@ export function TeamPage({ me }: { me: Member }) {
   );
 }
 
-function MemberCard({ member: m, self }: { member: Member; self: boolean }) {
+/**
+ * A member, their role and a way to remove them; the only admin keeps their role and place (the service refuses
+ * to leave a team without one), so neither is offered.
+ */
+function MemberCard({ member: m, self, onlyAdmin }: { member: Member; self: boolean; onlyAdmin: boolean }) {
   const client = useQueryClient();
   const done = { onSuccess: () => void client.invalidateQueries() };
   const change = useMutation(TeamService.method.changeRole, done);
@@ -122,7 +133,7 @@ function MemberCard({ member: m, self }: { member: Member; self: boolean }) {
         Role
         <select
           value={m.role}
-          disabled={change.isPending}
+          disabled={change.isPending || onlyAdmin}
           onChange={(e) => change.mutate({ memberId: m.id, role: e.currentTarget.value })}
         >
           {ROLES.map((r) => (
@@ -132,16 +143,20 @@ function MemberCard({ member: m, self }: { member: Member; self: boolean }) {
           ))}
         </select>
       </label>
-      <button
-        type="button"
-        class="danger"
-        disabled={remove.isPending}
-        onClick={() =>
-          confirm(`Remove ${m.email}? Their sessions end at once.`) && remove.mutate({ memberId: m.id })
-        }
-      >
-        Remove
-      </button>
+      {onlyAdmin ? (
+        <p class="muted">The only admin: make another member an admin before changing this one.</p>
+      ) : (
+        <button
+          type="button"
+          class="danger"
+          disabled={remove.isPending}
+          onClick={() =>
+            confirm(`Remove ${m.email}? Their sessions end at once.`) && remove.mutate({ memberId: m.id })
+          }
+        >
+          Remove
+        </button>
+      )}
       <ErrorBox error={change.error ?? remove.error} />
     </li>
   );
