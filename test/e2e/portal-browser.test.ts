@@ -331,6 +331,13 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     const linkId = /cnl_[0-9A-Z]{26}/.exec(linkText)?.[0] as string;
     expect(linkId).toBeDefined();
     expect(await page.locator(".shown-once code.secret").textContent()).toMatch(/\/consent\//);
+    // The recent links show it at once, no reload.
+    await page
+      .locator(".panel")
+      .filter({ has: page.getByRole("heading", { name: "Recent consent links" }) })
+      .locator("li")
+      .filter({ hasText: linkId })
+      .waitFor();
     await checkPage(page, 375);
 
     // The person's answer, through the sandbox tools.

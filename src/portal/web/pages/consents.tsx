@@ -46,7 +46,11 @@ export function ConsentsPage() {
 }
 
 function CreateLink() {
-  const create = useMutation(ConsentService.method.createConsentLink);
+  const client = useQueryClient();
+  // The new link shows in the recent links at once (they are read again), not at the next reload.
+  const create = useMutation(ConsentService.method.createConsentLink, {
+    onSuccess: () => void client.invalidateQueries(),
+  });
   const [scopes, setScopes] = useState<string[]>(["standing"]);
   const link = create.data?.consentLink;
   return (
