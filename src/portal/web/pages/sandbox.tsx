@@ -69,6 +69,8 @@ function IdTool(props: {
   actions: { name: string; method: unknown }[];
 }) {
   const [id, setId] = useState("");
+  // What the last action did, said under the buttons (not between them).
+  const [said, setSaid] = useState<{ name: string; error?: unknown } | undefined>();
   const valid = new RegExp(`^${props.pattern}$`).test(id.trim());
   return (
     <form class="panel" onSubmit={(e) => e.preventDefault()}>
@@ -79,29 +81,39 @@ function IdTool(props: {
       </label>
       <div class="actions">
         {props.actions.map((a) => (
-          <IdAction key={a.name} id={valid ? id.trim() : ""} name={a.name} method={a.method as IdMethod} />
+          <IdAction
+            key={a.name}
+            id={valid ? id.trim() : ""}
+            name={a.name}
+            method={a.method as IdMethod}
+            onDone={(error) => setSaid({ name: a.name, error })}
+          />
         ))}
       </div>
+      {said?.error ? <ErrorBox error={said.error} /> : null}
+      {said && !said.error ? <p role="status">{said.name}: done.</p> : null}
     </form>
   );
 }
 
-function IdAction({ id, name, method }: { id: string; name: string; method: IdMethod }) {
+function IdAction(props: { id: string; name: string; method: IdMethod; onDone: (error?: unknown) => void }) {
   const client = useQueryClient();
-  const run = useMutation(method, { onSuccess: () => void client.invalidateQueries() });
+  const run = useMutation(props.method, {
+    onSuccess: () => {
+      props.onDone();
+      void client.invalidateQueries();
+    },
+    onError: (error) => props.onDone(error),
+  });
   return (
-    <div>
-      <button
-        type="button"
-        class="secondary"
-        disabled={!id || run.isPending}
-        onClick={() => run.mutate({ id })}
-      >
-        {name}
-      </button>
-      {run.isSuccess ? <span role="status"> Done.</span> : null}
-      <ErrorBox error={run.error} />
-    </div>
+    <button
+      type="button"
+      class="secondary"
+      disabled={!props.id || run.isPending}
+      onClick={() => run.mutate({ id: props.id })}
+    >
+      {props.name}
+    </button>
   );
 }
 
