@@ -9,6 +9,9 @@ import type { Installment } from "./installment.entity.ts";
 import type { DebitOutcome } from "./provider.ts";
 import { sandboxSimulatorRepository as simulator } from "./sandbox-simulator.repository.ts";
 
+/** Debits a sweep runs at once: the provider's calls overlap, its pool and the provider are not crowded. */
+const COLLECT_CONCURRENCY = 4;
+
 export { repaymentSchedule };
 
 /** What {@link createRepaymentService} returns. */
@@ -91,10 +94,28 @@ export function createRepaymentService(o: DebitSettlementDeps & { disbursements:
       return collections.pending(em, environment, reference);
     },
 
-    /** Collects every installment due now (the minute sweep; also what a test's clock drives). */
+    /**
+     * Collects every installment due now (the minute sweep; also what a test's clock drives), a few at a time,
+     * each on its own unit of work: a worker back after an outage finds hundreds due, and each waits on the
+     * provider (one at a time, the fault test's 268 took 19 s against a local fake). Each claim is its own lease,
+     * so no installment is collected twice. The first failure is thrown once all have been tried.
+     */
     async collectDue(em: Em, limit = 500): Promise<number> {
       const due = await collections.due(em, clock.now(), limit);
-      for (const id of due) await this.collect(em, id);
+      let next = 0;
+      let failure: { err: unknown } | undefined;
+      await Promise.all(
+        Array.from({ length: Math.min(COLLECT_CONCURRENCY, due.length) }, async () => {
+          for (let id = due[next++]; id !== undefined; id = due[next++]) {
+            try {
+              await this.collect(em.fork(), id);
+            } catch (err) {
+              failure ??= { err };
+            }
+          }
+        }),
+      );
+      if (failure) throw failure.err;
       return due.length;
     },
 

@@ -58,7 +58,7 @@ const env = (role: string) => ({
   DISBURSEMENTS_PER_USER_PER_DAY: "100000",
   DB_POOL_SIZE: "5",
 });
-// The loans fall due in two days; a worker started with its clock that far ahead debits them. Only once every
+// The loans fall due in two days; a worker started with its clock past that debits them. Only once every
 // mandate is accepted: a worker whose clock sees a repayment due also sees its unanswered mandate lapsed, and
 // would cancel the ones the people were still answering (as many as the machine was slow).
 const DUE_IN_DAYS = 2;
@@ -97,7 +97,7 @@ describe("two api and two worker processes under load, through crashes and a dat
     const api1 = await start("api"); // migrates first
     const api2 = await start("api");
     const worker1 = await start("worker");
-    await start("worker");
+    const worker2 = await start("worker");
     // A partner with a live key, a webhook subscription, and users with consent and payment instruments.
     const { internal, partnerId, key } = await productionLender(
       api1.internalUrl ?? "",
@@ -246,9 +246,12 @@ describe("two api and two worker processes under load, through crashes and a dat
       );
       expect(booked.rowCount).toBe(paid);
 
-      // The supervisor brings back the worker killed earlier, its clock on the loans' due date: a worker's start
-      // debits what has fallen due without waiting for the minute's sweep.
-      await start("worker", DUE_IN_DAYS);
+      // The workers are replaced by one whose clock is a day past the loans' due date (a debit goes at 07:00 UTC on
+      // it, and the Lagos day may be UTC's next), alone: a sweep goes to whichever worker asks first. A worker's
+      // start debits what has fallen due without waiting for the minute's sweep.
+      worker2.child.kill("SIGTERM");
+      await worker2.exited;
+      await start("worker", DUE_IN_DAYS + 1);
       // Every repayment debited once: one charge per installment at the provider, booked once.
       await eventually(
         async () => {
