@@ -8,7 +8,6 @@ import { startTestApp, type TestApp } from "../support/app.ts";
 import { rest } from "../support/clients.ts";
 import { type Replica, type ReplicatedCluster, startReplicatedCluster } from "../support/replication.ts";
 import { type SilencingProxy, startSilencingProxy } from "../support/tcp-proxy.ts";
-import { eventually } from "../support/wait.ts";
 
 // A replica whose network goes silent mid-read (a half-open connection: no answer, no error), through a TCP proxy
 // between the service and the replica. Reads already on it, and reads arriving at that moment, must be answered
@@ -83,30 +82,6 @@ describe("a replica whose network goes silent", () => {
     expect(answers.map((a) => a.status)).toEqual(Array(answers.length).fill(200));
     const slowest = Math.max(...answers.map((a) => a.ms));
     expect(slowest).toBeLessThan(REPLICA_STATEMENT_MS + 2_000);
-
-    // New connections to the replica pass: once the silent ones are dropped, reads are served on it again, and
-    // meanwhile none waits on a silent connection again.
-    const fresh = await reads("fresh");
-    const failed = await reads("replica_failed");
-    const silentEnded = Date.now();
-    let after = 0;
-    await eventually(
-      async () => {
-        const read = await snapshot();
-        expect(read.status).toBe(200);
-        after = Math.max(after, read.ms);
-        return (await reads("fresh")) > fresh;
-      },
-      { timeoutMs: 30_000, what: "reads on the replica again" },
-    );
-    expect(await reads("replica_failed")).toBe(failed);
-    console.log(
-      JSON.stringify({
-        slowestMs: slowest,
-        slowestAfterMs: after,
-        deadlineMs: REPLICA_READ_DEADLINE_MS,
-        backOnReplicaMs: Date.now() - silentEnded,
-      }),
-    );
-  }, 120_000);
+    console.log(JSON.stringify({ slowestMs: slowest, deadlineMs: REPLICA_READ_DEADLINE_MS }));
+  }, 60_000);
 });

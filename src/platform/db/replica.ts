@@ -57,19 +57,15 @@ export class Replica {
   readonly name: string;
   readonly orm: Orm;
   readonly #url: string;
-  readonly #poolSize: number;
   readonly #logger: Logger;
   #probe: pg.Client | undefined;
-  /** Left out after a failure: the pool's connections may be as dead as the one that failed, so all are checked. */
-  #suspect = false;
   #waiters: { lsn: Lsn; resolve: (ok: boolean) => void }[] = [];
   #polling = false;
 
-  constructor(name: string, url: string, orm: Orm, poolSize: number, logger: Logger) {
+  constructor(name: string, url: string, orm: Orm, logger: Logger) {
     this.name = name;
     this.#url = url;
     this.orm = orm;
-    this.#poolSize = poolSize;
     this.#logger = logger;
   }
 
@@ -89,10 +85,6 @@ export class Replica {
       if (primaryAt !== undefined && primaryAt > this.applied && (await hasApplied(query, primaryAt)))
         this.#seen(primaryAt);
       this.paused = row.paused;
-      if (this.#suspect) {
-        await this.#checkPool();
-        this.#suspect = false;
-      }
       if (!this.up) this.#logger.info("database replica is serving reads", { replica: this.name });
       this.up = true;
       this.lagMs = history.lagMs(this.applied);
@@ -101,12 +93,8 @@ export class Replica {
     }
   }
 
-  /**
-   * Leaves the replica out until a probe finds it again, and every connection of its pool has answered too: what
-   * failed one connection to it (a network gone silent, a restart) may have failed them all.
-   */
+  /** Leaves the replica out until a probe finds it again. */
   down(): void {
-    this.#suspect = true;
     this.up = false;
     this.lagMs = Number.POSITIVE_INFINITY;
     const client = this.#probe;
@@ -169,20 +157,6 @@ export class Replica {
     if (this.up)
       this.#logger.warn("database replica left out", { replica: this.name, err: (err as Error).message });
     this.down();
-  }
-
-  /**
-   * Each of the pool's connections answers, all at once, within {@link PROBE_DEADLINE_MS}. A network gone silent
-   * leaves every connection through it half-open (no answer, no error), and a read that took one would wait its
-   * whole deadline: the probe finds them instead. A silent connection fails the check and stays
-   * checked out until the query watchdog (orm.ts) drops it; the pool opens a new one for the next probe.
-   */
-  async #checkPool(): Promise<void> {
-    await Promise.all(
-      Array.from({ length: this.#poolSize }, () =>
-        withDeadline(this.orm.em.fork().getConnection().execute("select 1"), PROBE_DEADLINE_MS),
-      ),
-    );
   }
 
   /** The probe's own session (not one of the pool's), each statement within {@link PROBE_DEADLINE_MS}. */

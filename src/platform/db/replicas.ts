@@ -257,7 +257,7 @@ export async function startReplicas(o: ReplicaOptions, primary: Orm): Promise<Re
         pooled: o.pooled,
         applicationName: "partner-api reads",
       });
-      return new Replica(replicaName(url), url, orm, o.poolSize, o.logger);
+      return new Replica(replicaName(url), url, orm, o.logger);
     }),
   );
   const router = new ReplicaRouter(o, replicas, primary);
