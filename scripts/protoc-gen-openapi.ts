@@ -178,6 +178,8 @@ function errorCodesOf(
     "WebhookService.UpdateWebhook": ["invalid_event_type"],
     "WebhookService.SendTestEvent": ["invalid_event_type", "webhook_sends_rate_limited"],
     "WebhookService.ReplayDelivery": ["webhook_sends_rate_limited"],
+    // Its path's `id` has a pattern: a value not shaped like a `dlv_` id is refused before any lookup.
+    "WebhookService.GetDelivery": ["validation_failed"],
     "WebhookService.ReplayFailedDeliveries": ["webhook_sends_rate_limited"],
     "WebhookService.ListEvents": ["invalid_event_type"],
     "SandboxService.AcceptConsentLink": ["consent_link_gone"],

@@ -152,6 +152,7 @@ export async function grantConsent(
     await outbox.raise(tx, {
       ...tenant,
       type: "consent.granted",
+      subject: { userId: consent.userId, objectId: consent.id },
       payload: grantedPayload(consent, previous),
     });
     return consent;

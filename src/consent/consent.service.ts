@@ -75,6 +75,7 @@ async function end(
     partnerId: row.partnerId,
     environment: row.environment,
     type: "consent.revoked",
+    subject: { userId: row.userId, objectId: row.id },
     payload: {
       consentId: row.id,
       userId: row.userId,

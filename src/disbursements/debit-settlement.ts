@@ -91,6 +91,7 @@ async function recordCollected(
     partnerId: d.partnerId,
     environment: d.environment,
     type: "REPAYMENT_COLLECTED",
+    subject: { userId: d.userId, objectId: d.id },
     payload: { ...eventPayload(pending), collectedAt: at.toISOString() },
   });
   // Collected after its payout was reversed: what was collected is owed back (CONTRACT.md §6). Asked of the
@@ -127,6 +128,7 @@ async function recordFailed(
     partnerId: d.partnerId,
     environment: d.environment,
     type: "REPAYMENT_FAILED",
+    subject: { userId: d.userId, objectId: d.id },
     payload: { ...eventPayload(pending), failureCode: reason, willRetry, failedAt: at.toISOString() },
   });
   await histories.refresh(tx, d.userId, lenderScope(d));

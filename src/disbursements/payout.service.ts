@@ -50,6 +50,7 @@ async function recordDelivered(o: PayoutDeps, tx: Em, d: Disbursement, now: Date
     partnerId: d.partnerId,
     environment: d.environment,
     type: "DISBURSEMENT_DELIVERED",
+    subject: { userId: d.userId, objectId: d.id },
     payload: {
       disbursementId: d.id,
       userId: d.userId,

@@ -119,6 +119,7 @@ async function tellTierChanges({ outbox, consents }: StandingServiceOptions, tx:
         partnerId: h.partnerId,
         environment: h.environment,
         type: "standing.tier_changed",
+        subject: { userId: input.userId },
         payload: {
           userId: input.userId,
           previousTier: previous,
@@ -184,6 +185,7 @@ async function rescoreInSandbox(
         partnerId,
         environment: "sandbox",
         type: "standing.tier_changed",
+        subject: { userId },
         payload: {
           userId,
           previousTier: previous,

@@ -6,11 +6,15 @@ import { isId } from "../platform/ids.ts";
 import { unknownCursor } from "../platform/paging.ts";
 import type { WebhookAttempt } from "./attempt.entity.ts";
 import type { WebhookDelivery } from "./delivery.entity.ts";
-import { deliveryLogRepository as log, type StatsBucket } from "./delivery-log.repository.ts";
+import {
+  type EventFilter,
+  deliveryLogRepository as log,
+  type StatsBucket,
+} from "./delivery-log.repository.ts";
 import type { Event } from "./event.entity.ts";
 import { type DeliveryView, webhookRepository as repo, type WebhookStats } from "./webhook.repository.ts";
 
-export type { DeliveryView, WebhookAttempt, WebhookStats };
+export type { DeliveryView, EventFilter, WebhookAttempt, WebhookStats };
 
 /** A subscription's last 24 hours: 24 hourly buckets, oldest first, and their total. */
 export interface HourlyStats {
@@ -97,14 +101,17 @@ export function createDeliveriesService({ clock }: { clock: Clock }) {
       return { buckets, total };
     },
 
-    /** A page of the caller's events that were delivered to its webhooks, newest first. */
-    async events(em: Em, limit: number, startingAfter: string, type: string) {
+    /**
+     * A page of the caller's events that were delivered to its webhooks, newest first, of one type, about one
+     * user or about one object when those are given (an empty string filters nothing).
+     */
+    async events(em: Em, limit: number, startingAfter: string, filter: EventFilter) {
       if (!Number.isInteger(limit) || limit < 0 || limit > 100)
         throw validationFailed({ limit: "must be 1 to 100" });
       if (startingAfter !== "" && !isId("evt", startingAfter))
         throw validationFailed({ startingAfter: "must be an event id from a previous page" });
       const n = limit || 20;
-      const rows = await log.listEvents(em, n, startingAfter, type);
+      const rows = await log.listEvents(em, n, startingAfter, filter);
       // A well-formed id that is not one of the caller's events is no cursor, as on every list.
       if (!rows) throw unknownCursor("events");
       return { events: rows.slice(0, n), hasMore: rows.length > n };

@@ -1,6 +1,6 @@
 import type { Em } from "../platform/db/orm.ts";
 import { sql } from "../platform/db/sql.ts";
-import { tenantOf } from "../platform/tenancy.ts";
+import { type Tenant, tenantOf } from "../platform/tenancy.ts";
 import { type WebhookAttempt, WebhookAttemptEntity } from "./attempt.entity.ts";
 import { type Event, EventEntity } from "./event.entity.ts";
 import { FIRST_DELIVERY_ID_SQL } from "./webhook-partition.repository.ts";
@@ -13,6 +13,15 @@ export interface StatsBucket {
   failed: number;
   p50LatencyMs: number;
   p95LatencyMs: number;
+}
+
+/** What a page of events is restricted to; an empty string filters nothing. */
+export interface EventFilter {
+  type: string;
+  /** Only events about this user (the `user_id` column, indexed by `events_by_user`). */
+  userId: string;
+  /** Only events about this disbursement or consent (the `object_id` column, indexed by `events_by_object`). */
+  objectId: string;
 }
 
 /** A delivery that may be replayed, oldest first. */
@@ -101,31 +110,61 @@ export const deliveryLogRepository = {
   },
 
   /**
-   * A page of `em`'s tenant's events that have a delivery, newest first, optionally of one type, after the
-   * event `startingAfter` (which must be the tenant's). Reads `events_by_owner`, one more than `limit`.
+   * A page of `em`'s tenant's events that have a delivery, newest first, restricted by `filter`, after the
+   * event `startingAfter` (which must be the tenant's). One more than `limit`: see {@link eventsPage}.
    */
-  async listEvents(em: Em, limit: number, startingAfter: string, type: string): Promise<Event[] | null> {
-    const t = tenantOf(em);
-    let cursor: { created_at: Date; id: string } | undefined;
+  async listEvents(
+    em: Em,
+    limit: number,
+    startingAfter: string,
+    filter: EventFilter,
+  ): Promise<Event[] | null> {
+    let after: EventsCursor | undefined;
     if (startingAfter) {
       const found = await em.findOne(EventEntity, { id: startingAfter }, { fields: ["id", "createdAt"] });
       if (!found) return null;
-      cursor = { created_at: found.createdAt, id: found.id };
+      after = { createdAt: found.createdAt, id: found.id };
     }
-    const ids = await sql<{ id: string }>(
-      em,
-      `select e.id from events e
-        where e.partner_id = $1 and e.environment = $2
-          and ($3::text = '' or e.type = $3)
-          and ($4::timestamptz is null or (e.created_at, e.id) < ($4::timestamptz, $5::text))
-          and exists (select 1 from webhook_deliveries d where d.event_id = e.id and d.id >= ${FIRST_DELIVERY_ID_SQL})
-        order by e.created_at desc, e.id desc
-        limit $6`,
-      [t.partnerId, t.environment, type, cursor?.created_at ?? null, cursor?.id ?? "", limit + 1],
-    );
+    const page = eventsPage(tenantOf(em), filter, after, limit + 1);
+    const ids = await sql<{ id: string }>(em, page.text, page.params);
     if (ids.length === 0) return [];
     const rows = await em.find(EventEntity, { id: { $in: ids.map((r) => r.id) } });
     const byId = new Map(rows.map((r) => [r.id, r]));
     return ids.map((r) => byId.get(r.id)).filter((e): e is Event => e !== undefined);
   },
 };
+
+/** Where a page of events starts: after this event, in the list's order. */
+export interface EventsCursor {
+  createdAt: Date;
+  id: string;
+}
+
+/**
+ * The statement behind {@link deliveryLogRepository.listEvents}: the ids of up to `limit` of the tenant's events
+ * that have a delivery, newest first. Each filter, and the cursor, is written only when given, as a plain
+ * comparison the planner can take as an index condition: with an object the page is a range of
+ * `events_by_object`, with a user of `events_by_user`, else of `events_by_owner`, read in the list's order on each
+ * monthly partition and stopped at `limit` (never a scan of the tenant's events).
+ */
+export function eventsPage(
+  t: Tenant,
+  filter: EventFilter,
+  after: EventsCursor | undefined,
+  limit: number,
+): { text: string; params: unknown[] } {
+  const params: unknown[] = [t.partnerId, t.environment, limit];
+  const arg = (value: unknown) => `$${params.push(value)}`;
+  const conditions = [
+    filter.type && `e.type = ${arg(filter.type)}`,
+    filter.userId && `e.user_id = ${arg(filter.userId)}`,
+    filter.objectId && `e.object_id = ${arg(filter.objectId)}`,
+    after && `(e.created_at, e.id) < (${arg(after.createdAt)}::timestamptz, ${arg(after.id)}::text)`,
+  ].filter((c): c is string => Boolean(c));
+  const text = `select e.id from events e
+     where e.partner_id = $1 and e.environment = $2${conditions.map((c) => ` and ${c}`).join("")}
+       and exists (select 1 from webhook_deliveries d where d.event_id = e.id and d.id >= ${FIRST_DELIVERY_ID_SQL})
+     order by e.created_at desc, e.id desc
+     limit $3`;
+  return { text, params };
+}

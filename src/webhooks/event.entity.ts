@@ -16,6 +16,16 @@ export const EventEntity = defineEntity({
     type: p.text(),
     /** The JSON body, byte for byte as every delivery sends and signs it. */
     body: p.text(),
+    /**
+     * The user the event is about (`usr_…`), for ListEvents' `user_id`; null for test sends and for events
+     * raised before the column was added.
+     */
+    userId: p.text().nullable().fieldName("user_id"),
+    /**
+     * The disbursement (`dsb_…`) or consent (`cns_…`) the event reports, for ListEvents' `object_id`; null when
+     * it is about a user alone (standing), for test sends, and for events raised before the column was added.
+     */
+    objectId: p.text().nullable().fieldName("object_id"),
     /** A synthetic test event (a test send). */
     test: p.boolean().default(false),
     createdAt: p.datetime(),
@@ -24,6 +34,18 @@ export const EventEntity = defineEntity({
     { name: "events_by_owner", properties: ["partnerId", "environment", "createdAt"] },
     // The retention purge's search, oldest first.
     { name: "events_by_age", properties: ["createdAt"] },
+    // ListEvents about one user or one object: a range of the index in the list's order, whatever the
+    // tenant's other events (only rows that name a subject are indexed).
+    {
+      name: "events_by_user",
+      properties: ["partnerId", "environment", "userId", "createdAt", "id"],
+      where: "user_id is not null",
+    },
+    {
+      name: "events_by_object",
+      properties: ["partnerId", "environment", "objectId", "createdAt", "id"],
+      where: "object_id is not null",
+    },
   ],
 });
 

@@ -23,12 +23,25 @@ export interface WakeUp {
   startAfter?: Date;
 }
 
+/**
+ * What an event is about, recorded beside it for ListEvents' `user_id` and `object_id` filters (it is not
+ * part of the body sent).
+ */
+export interface EventSubject {
+  /** The user the event concerns (`usr_…`). */
+  userId?: string;
+  /** The disbursement (`dsb_…`) or consent (`cns_…`) it reports. */
+  objectId?: string;
+}
+
 /** An event to raise. */
 export interface RaiseInput {
   partnerId: string;
   environment: Environment;
   type: EventType;
   payload: Record<string, unknown>;
+  /** What the event is about; test sends have none. */
+  subject?: EventSubject;
   /** A synthetic test event: `test: true` in the body. */
   test?: boolean;
   /** Deliver to this subscription only, whatever its filters (test sends). */
@@ -95,7 +108,15 @@ export function createOutbox({ jobs, clock }: { jobs: Jobs; clock: Clock }): Out
       const deliveryIds = targets.map(() => newId("dlv"));
       await repo.insertEvent(
         tx,
-        { id: eventId, tenant, type: input.type, body, test: input.test === true, at: now },
+        {
+          id: eventId,
+          tenant,
+          type: input.type,
+          body,
+          test: input.test === true,
+          at: now,
+          subject: input.subject ?? {},
+        },
         targets.map((t, i) => ({ id: deliveryIds[i] as string, webhookId: t.id })),
       );
       await enqueue(

@@ -6,6 +6,7 @@ import { sql } from "../platform/db/sql.ts";
 import { type Tenant, tenantOf } from "../platform/tenancy.ts";
 import { type WebhookDelivery, WebhookDeliveryEntity } from "./delivery.entity.ts";
 import { EventEntity } from "./event.entity.ts";
+import type { EventSubject } from "./outbox.service.ts";
 import { type Webhook, WebhookEntity } from "./webhook.entity.ts";
 import { firstDeliveryIdOf } from "./webhook-partition.repository.ts";
 
@@ -222,14 +223,32 @@ export const webhookRepository = {
   /** Writes an event and one PENDING delivery per subscription, in one round trip each. */
   async insertEvent(
     em: Em,
-    e: { id: string; tenant: Tenant; type: string; body: string; test: boolean; at: Date },
+    e: {
+      id: string;
+      tenant: Tenant;
+      type: string;
+      body: string;
+      test: boolean;
+      at: Date;
+      subject: EventSubject;
+    },
     deliveries: { id: string; webhookId: string }[],
   ): Promise<void> {
     await sql(
       em,
-      `insert into events (id, partner_id, environment, type, body, test, created_at)
-       values ($1, $2, $3, $4, $5, $6, $7)`,
-      [e.id, e.tenant.partnerId, e.tenant.environment, e.type, e.body, e.test, e.at],
+      `insert into events (id, partner_id, environment, type, body, test, created_at, user_id, object_id)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+      [
+        e.id,
+        e.tenant.partnerId,
+        e.tenant.environment,
+        e.type,
+        e.body,
+        e.test,
+        e.at,
+        e.subject.userId ?? null,
+        e.subject.objectId ?? null,
+      ],
     );
     await sql(
       em,

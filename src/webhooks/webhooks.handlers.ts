@@ -161,6 +161,9 @@ function deliveryHandlers(webhooks: WebhookService, deliveries: DeliveriesServic
       );
       return { deliveries: page.deliveries.map(toDelivery), hasMore: page.hasMore };
     },
+    async getDelivery(req, ctx) {
+      return { delivery: toDelivery(await replicaRead(ctx.values, (em) => deliveries.get(em, req.id))) };
+    },
     async listDeliveryAttempts(req, ctx) {
       const rows = await replicaRead(ctx.values, (em) => deliveries.attempts(em, req.id));
       return { attempts: rows.map(toAttempt) };
@@ -175,7 +178,11 @@ function deliveryHandlers(webhooks: WebhookService, deliveries: DeliveriesServic
     },
     async listEvents(req, ctx) {
       const page = await replicaRead(ctx.values, (em) =>
-        deliveries.events(em, req.limit, req.startingAfter, req.type),
+        deliveries.events(em, req.limit, req.startingAfter, {
+          type: req.type,
+          userId: req.userId,
+          objectId: req.objectId,
+        }),
       );
       return { events: page.events.map((e) => toEvent(e, [])), hasMore: page.hasMore };
     },

@@ -1,11 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WebhookService } from "../../gen/partner/v1/webhooks_pb.ts";
 import { type Config, loadConfig } from "../../src/config.ts";
+import { systemClock } from "../../src/platform/clock.ts";
 import { sql } from "../../src/platform/db/sql.ts";
 import { newId } from "../../src/platform/ids.ts";
 import { createWebhook, raiseEvent } from "../factories/events.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { rest } from "../support/clients.ts";
+import { connectClient, errorInfoOf, rest } from "../support/clients.ts";
+import { member } from "../support/portal.ts";
 import { startReceiver, type TestReceiver } from "../support/receiver.ts";
 import { eventually } from "../support/wait.ts";
 
@@ -54,6 +57,7 @@ describe("tenancy", () => {
   it("answers 404 for another tenant's subscription or delivery, and 404 from the other environment", async () => {
     for (const key of [a.sandboxKey, b.liveKey]) {
       for (const [method, path, body] of [
+        ["GET", `/partner/v1/deliveries/${deliveryB}`],
         ["GET", `/partner/v1/deliveries/${deliveryB}/attempts`],
         ["GET", `/partner/v1/webhooks/${hookB}/stats`],
         ["GET", `/partner/v1/webhooks/${hookB}/deliveries?status=FAILED`],
@@ -78,6 +82,53 @@ describe("tenancy", () => {
     for (const id of ["whk_nope", "dlv_01ARZ3NDEKTSV4RRFFQ69G5FAV", "%2e%2e"]) {
       expect((await call("GET", `/partner/v1/webhooks/${id}/stats`, a.sandboxKey)).status).toBe(404);
       expect((await call("GET", `/partner/v1/deliveries/${id}/attempts`, a.sandboxKey)).status).toBe(404);
+    }
+  });
+});
+
+describe("GetDelivery", () => {
+  it("answers another tenant's or the other environment's delivery exactly as a delivery that never was", async () => {
+    const never = newId("dlv");
+    const strip = (body: { requestId?: string }) => ({ ...body, requestId: undefined });
+    const missing = await call("GET", `/partner/v1/deliveries/${never}`, a.sandboxKey);
+    expect([missing.status, missing.body.code]).toEqual([404, "not_found"]);
+    for (const key of [a.sandboxKey, b.liveKey]) {
+      const res = await call("GET", `/partner/v1/deliveries/${deliveryB}`, key);
+      expect(res.status).toBe(404);
+      expect(strip(res.body)).toEqual(strip({ ...missing.body, message: `No delivery ${deliveryB}.` }));
+      expect(Object.keys(res.body).sort()).toEqual(Object.keys(missing.body).sort());
+    }
+    // Over Connect too, and from the portal's side: a session of another partner, and B's own in production.
+    const notFound = (call: Promise<unknown>) =>
+      call.then(
+        () => "found",
+        (e: unknown) => errorInfoOf(e)?.reason,
+      );
+    for (const key of [a.sandboxKey, b.liveKey])
+      expect(
+        await notFound(
+          connectClient(WebhookService, t.partnerUrl, `Bearer ${key}`).getDelivery({ id: deliveryB }),
+        ),
+      ).toBe("not_found");
+    const [viewerA, viewerB] = await Promise.all([
+      member(t, systemClock, a.partnerId, "viewer"),
+      member(t, systemClock, b.partnerId, "viewer"),
+    ]);
+    expect(await notFound(viewerA.browser.client(WebhookService).getDelivery({ id: deliveryB }))).toBe(
+      "not_found",
+    );
+    viewerB.browser.environment = "production";
+    expect(await notFound(viewerB.browser.client(WebhookService).getDelivery({ id: deliveryB }))).toBe(
+      "not_found",
+    );
+    viewerB.browser.environment = "sandbox";
+    expect((await viewerB.browser.client(WebhookService).getDelivery({ id: deliveryB })).delivery?.id).toBe(
+      deliveryB,
+    );
+    // Ids of the wrong shape are refused before any lookup.
+    for (const id of ["whk_nope", `${deliveryB}x`, deliveryB.toLowerCase()]) {
+      const res = await call("GET", `/partner/v1/deliveries/${id}`, b.sandboxKey);
+      expect([res.status, res.body.code], id).toEqual([422, "validation_failed"]);
     }
   });
 });
