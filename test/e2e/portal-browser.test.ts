@@ -5,7 +5,7 @@ import { sql } from "../../src/platform/db/sql.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { createConsentedUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { checkPage, haveBrowser, launchBrowser } from "../support/browser.ts";
+import { checkPage, goTo, haveBrowser, launchBrowser, signOut } from "../support/browser.ts";
 import { rest } from "../support/clients.ts";
 import { member, portalAdmin, totpCode } from "../support/portal.ts";
 import { startReceiver, type TestReceiver } from "../support/receiver.ts";
@@ -161,7 +161,7 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
 
     // The partner's sandbox key, rolled here: the new one is shown once and works at once; the old one keeps
     // working through its overlap (24 hours by default).
-    await page.getByRole("link", { name: "API keys" }).click();
+    await goTo(page, "API keys");
     await page.getByRole("heading", { level: 1, name: "API keys (sandbox)" }).waitFor();
     const shownKey = async () => ((await page.locator(".shown-once code.secret").textContent()) ?? "").trim();
     const works = async (key: string) =>
@@ -188,7 +188,7 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     expect(issued).toMatch(/^sk_sandbox_[0-9A-Za-z]{32}$/);
     expect(await works(issued)).toBe(200);
     await checkPage(page, 375);
-    await page.getByRole("link", { name: "Webhooks" }).click();
+    await goTo(page, "Webhooks");
     await page.getByRole("heading", { level: 1, name: "Webhooks" }).waitFor();
 
     // A subscription to a local receiver; its secret shown once.
@@ -205,9 +205,11 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     await page.getByRole("link", { name: receiver.url }).click();
     const heading = page.getByRole("heading", { name: `Deliveries to ${receiver.url}` });
     await heading.waitFor();
-    const delivered = page.locator(".card h3 .ok", { hasText: "DELIVERED" });
+    const delivered = page
+      .getByRole("row")
+      .filter({ has: page.locator(".badge.good", { hasText: "DELIVERED" }) });
     // The page lists what the database holds when it loads, and fills the list after its heading: wait until
-    // the worker has recorded the outcome, then load the page once and wait for its cards (a count read as
+    // the worker has recorded the outcome, then load the page once and wait for its rows (a count read as
     // soon as the heading shows can come before the list, however many times the page is loaded).
     const recorded = (status: "DELIVERED" | "FAILED", n: number) =>
       eventually(
@@ -227,13 +229,20 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     await heading.waitFor();
     await delivered.first().waitFor();
     expect(await delivered.count()).toBe(1);
-    expect(await page.getByText(/last answer HTTP 200/).count()).toBe(1);
-    // The charts are drawn once the subscription's stats arrive, a request of their own after the cards'.
+    expect(await page.getByRole("cell", { name: /^HTTP 200 in \d+ ms$/ }).count()).toBe(1);
+    // The charts are drawn once the subscription's stats arrive, a request of their own after the list's; their
+    // legends show the latest hour's figures, not dashes.
     await page.locator(".chart canvas").nth(1).waitFor();
     expect(await page.locator(".chart canvas").count()).toBe(2);
-    await page.getByRole("button", { name: "Show attempts" }).click();
+    expect(await page.locator(".chart .u-legend").first().textContent()).toMatch(
+      /Delivered\s*1\s*Failed\s*0/,
+    );
+    await checkPage(page, 375);
+    // The delivery's own page: its attempt, and the headers sent.
+    await delivered.first().locator("a.id-link").nth(1).click();
+    await page.getByRole("heading", { level: 1, name: "Delivery" }).waitFor();
     await page.getByText("Headers sent").click();
-    expect(await page.locator(".attempts pre").last().textContent()).toMatch(
+    expect(await page.locator(".timeline pre").last().textContent()).toMatch(
       /signature: t=\d+,v1=[0-9a-f]{64}/i,
     );
     await checkPage(page, 375);
@@ -247,19 +256,18 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     await page.getByRole("link", { name: receiver.url }).click();
     await heading.waitFor();
     await page.getByLabel("FAILED", { exact: true }).check();
-    const failed = page.locator(".card h3 .bad", { hasText: "FAILED" });
+    const failed = page.getByRole("row").filter({ has: page.locator(".badge.bad", { hasText: "FAILED" }) });
     await failed.first().waitFor();
     expect(await failed.count()).toBe(1);
-    expect(await page.getByText(/last answer HTTP 500/).count()).toBe(1);
+    expect(await page.getByRole("cell", { name: /^HTTP 500 in \d+ ms$/ }).count()).toBe(1);
     receiver.answer = () => ({ status: 200 });
-    await page
-      .locator(".card")
-      .filter({ has: page.locator("h3 .bad", { hasText: "FAILED" }) })
-      .getByRole("button", { name: "Replay", exact: true })
-      .click();
-    await page.getByLabel("FAILED", { exact: true }).uncheck();
+    await failed.first().locator("a.id-link").nth(1).click();
+    await page.getByRole("heading", { level: 1, name: "Delivery" }).waitFor();
+    await page.getByText("down for maintenance").waitFor();
+    await page.getByRole("button", { name: "Replay", exact: true }).click();
+    await page.getByText("Replayed as").waitFor();
     await recorded("DELIVERED", 2);
-    await page.reload();
+    await page.getByRole("link", { name: "Subscription" }).click();
     await heading.waitFor();
     await delivered.nth(1).waitFor();
     expect(await delivered.count()).toBe(2);
@@ -273,7 +281,7 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     expect(calls).toContain("partner.v1.WebhookService/SendTestEvent");
 
     // Sign out, then back in with the keyboard alone (a recovery code as the second factor).
-    await page.getByRole("button", { name: "Sign out", exact: true }).click();
+    await signOut(page);
     await page.getByRole("heading", { name: "Sign in to the partner portal" }).waitFor();
     await checkPage(page, 375);
     // Tab to the email field (the first field), then Tab and typing only.
@@ -333,15 +341,13 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     expect(await page.locator(".shown-once code.secret").textContent()).toMatch(/\/consent\//);
     // The recent links show it at once, no reload.
     await page
-      .locator(".panel")
-      .filter({ has: page.getByRole("heading", { name: "Recent consent links" }) })
-      .locator("li")
-      .filter({ hasText: linkId })
+      .getByRole("table", { name: "Recent consent links" })
+      .getByRole("link", { name: linkId })
       .waitFor();
     await checkPage(page, 375);
 
     // The person's answer, through the sandbox tools.
-    await page.getByRole("link", { name: "Sandbox tools" }).click();
+    await goTo(page, "Sandbox tools");
     await page.getByRole("heading", { level: 1, name: "Sandbox tools" }).waitFor();
     await checkPage(page, 375);
     await page.getByLabel("Consent link id").fill(linkId);
@@ -354,9 +360,10 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     });
     const consentId = ((await link.json()) as { consentId: string }).consentId;
     expect(consentId).toMatch(/^cns_/);
-    await page.getByRole("link", { name: "Consents" }).click();
-    await page.getByLabel("Consent id").fill(consentId);
-    await page.getByRole("button", { name: "Look up" }).click();
+    await goTo(page, "Consents");
+    // The link's row names the consent it became; its page shows it.
+    await page.getByRole("link", { name: consentId }).first().click();
+    await page.getByRole("heading", { level: 1, name: "Consent" }).waitFor();
     await page.locator(".facts").getByText("ACTIVE").waitFor();
     await checkPage(page, 375);
     page.once("dialog", (d) => void d.accept());
@@ -402,9 +409,8 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     await mandate.getByRole("button", { name: "Accept" }).click();
     await mandate.getByText("Done.").waitFor();
 
-    await page.getByRole("link", { name: "Disbursements" }).click();
-    await page.getByLabel("Disbursement id").fill(id);
-    await page.getByRole("button", { name: "Look up" }).click();
+    await goTo(page, "Disbursements");
+    await page.getByRole("table", { name: "Recent disbursements" }).getByRole("link", { name: id }).click();
     await page.getByText("₦50,000.00 to the bank").waitFor();
     // Accepted, the payout goes out: once it has, the page looked up again shows it DELIVERED.
     await eventually(
@@ -413,7 +419,7 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
           .status === "DELIVERED",
       { timeoutMs: 60_000, what: "the payout DELIVERED" },
     );
-    await page.getByRole("button", { name: "Look up" }).click();
+    await page.reload();
     await page.locator(".facts").getByText("DELIVERED").waitFor();
     await page.getByRole("cell", { name: "₦27,500.00" }).first().waitFor();
     expect(await page.getByRole("cell", { name: "₦27,500.00" }).count()).toBe(2);
@@ -447,15 +453,17 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
         [`/webhooks/${webhookId}`, `Deliveries to ${receiver.url}/keyboard`],
         ["/consents", "Consents"],
         ["/disbursements", "Disbursements and books"],
-        ["/events", "Event lookup"],
+        ["/events", "Events"],
+        ["/requests", "Requests"],
         ["/signing-keys", "Signing keys"],
         ["/sandbox", "Sandbox tools"],
         ["/team", "Team"],
-      ]) {
+      ] as const) {
         await page.goto(`${t.partnerUrl}/portal${path}`);
         await page.getByRole("heading", { level: 1, name: title }).waitFor();
         await page.waitForLoadState("networkidle");
-        await checkPage(page, width);
+        // Each page saved for a reviewer (test-screenshots/), by its path.
+        await checkPage(page, width, `page${path.replaceAll("/", "-").replace(/-whk_.*/, "-webhook")}`);
       }
       await context.close();
     }
@@ -547,7 +555,8 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
       [`/webhooks/${webhookId}`, `Deliveries to ${receiver.url}/keyboard-only`],
       ["/consents", "Consents"],
       ["/disbursements", "Disbursements and books"],
-      ["/events", "Event lookup"],
+      ["/events", "Events"],
+      ["/requests", "Requests"],
       ["/signing-keys", "Signing keys"],
       ["/sandbox", "Sandbox tools"],
       ["/team", "Team"],
@@ -559,14 +568,14 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
       expect(reached.length, path).toBeGreaterThan(5);
     }
 
-    // The environment switch: arrow keys within the radio group, and back.
+    // The environment switch in the bar: arrow keys on it, and back.
     await page.goto(`${t.partnerUrl}/portal/`);
     await heading("Overview (sandbox)");
     await tabTo((f) => f.startsWith("env|"), "the environment switch");
-    await page.keyboard.press("ArrowRight");
+    await page.keyboard.press("ArrowDown");
     await heading("Overview (production)");
     await tabTo((f) => f.startsWith("env|"), "the environment switch");
-    await page.keyboard.press("ArrowLeft");
+    await page.keyboard.press("ArrowUp");
     await heading("Overview (sandbox)");
 
     // Navigation by Enter on a link; then roll the key, and the new one is shown with its copy button.
@@ -587,7 +596,8 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     await tabTo((f) => f.startsWith("phone|"), "the phone field");
     await page.keyboard.type("+2348000000001");
     await page.keyboard.press("Enter");
-    const linkText = (await page.locator(".shown-once p code").first().textContent()) ?? "";
+    const linkText =
+      /cnl_[0-9A-Z]{26}/.exec((await page.locator(".shown-once").textContent()) ?? "")?.[0] ?? "";
     expect(linkText).toMatch(/^cnl_[0-9A-Z]{26}$/);
     await page.goto(`${t.partnerUrl}/portal/sandbox`);
     await heading("Sandbox tools");
@@ -611,11 +621,12 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     );
     expect(eventId).toMatch(/^evt_/);
     await page.goto(`${t.partnerUrl}/portal/events`);
-    await heading("Event lookup");
-    await tabTo((f) => f.startsWith("id|"), "the event id field");
+    await heading("Events");
+    await page.keyboard.press("/");
     await page.keyboard.type(eventId);
     await page.keyboard.press("Enter");
-    await page.getByRole("heading", { level: 2, name: /consent\.granted/ }).waitFor();
+    await heading("Event");
+    await page.locator(".facts").getByText("consent.granted").waitFor();
 
     // The page lists the deliveries recorded when it loads: open it once one of them is.
     await eventually(
@@ -635,6 +646,10 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     const copies = () => receiver.received.filter((r) => r.body.includes(eventId)).length;
     const before = copies();
     expect(before).toBeGreaterThan(0);
+    // The delivery's page by its link (Tab, Enter), then Replay there.
+    await tabTo((f) => f.startsWith("|dlv_"), "the delivery's link");
+    await page.keyboard.press("Enter");
+    await heading("Delivery");
     await tabTo((f) => f.startsWith("|Replay|"), "Replay");
     await page.keyboard.press("Enter");
     await eventually(() => copies() > before, { timeoutMs: 60_000, what: "the replayed copy" });
@@ -656,10 +671,7 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     }
     await page.goto(`${t.partnerUrl}/portal/consents`);
     await heading("Consents");
-    const linkRows = page
-      .getByRole("heading", { name: "Recent consent links" })
-      .locator("xpath=..")
-      .locator("li");
+    const linkRows = page.getByRole("table", { name: "Recent consent links" }).locator("tbody tr");
     await expect.poll(() => linkRows.count()).toBe(20);
     await tabTo((f) => f.startsWith("|Load more|"), "Load more");
     await page.keyboard.press("Enter");

@@ -42,7 +42,14 @@ export const SCREENSHOTS = path.resolve(import.meta.dirname, "../../test-screens
  */
 export async function checkPage(page: Page, width: number, name?: string): Promise<void> {
   expect(await violations(page)).toEqual([]);
-  expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
+  const wider = await page.evaluate((w) => {
+    if (document.documentElement.scrollWidth <= w) return [];
+    return [...document.querySelectorAll<HTMLElement>("body *")]
+      .filter((el) => el.getBoundingClientRect().right > w && !el.closest(".table-wrap"))
+      .map((el) => `${el.tagName.toLowerCase()}.${el.className} ${el.getBoundingClientRect().right}`)
+      .slice(0, 5);
+  }, width);
+  expect(wider, "elements wider than the screen").toEqual([]);
   if (name) {
     mkdirSync(SCREENSHOTS, { recursive: true });
     await page.screenshot({ path: path.join(SCREENSHOTS, `${name}-${width}.png`), fullPage: true });
@@ -61,4 +68,19 @@ export async function signedInPage(
     { name: "portal_session", value: (m.browser.cookie ?? "").split("=")[1] ?? "", url: t.partnerUrl },
   ]);
   return context.newPage();
+}
+
+/** Follows the portal's navigation to `name`, opening the "Menu" first on a narrow screen. */
+export async function goTo(page: Page, name: string): Promise<void> {
+  const menu = page.getByRole("button", { name: "Menu" });
+  if (await menu.isVisible()) await menu.click();
+  await page.getByRole("navigation", { name: "Portal" }).getByRole("link", { name, exact: true }).click();
+}
+
+/** Signs out from the member's menu in the bar. */
+export async function signOut(page: Page, everywhere = false): Promise<void> {
+  await page.locator(".member-menu summary").click();
+  await page
+    .getByRole("button", { name: everywhere ? "Sign out everywhere" : "Sign out", exact: true })
+    .click();
 }

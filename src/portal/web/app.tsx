@@ -1,17 +1,19 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { TransportProvider, useMutation, useQuery } from "@connectrpc/connect-query";
-import { QueryCache, QueryClient, QueryClientProvider, useQueryClient } from "@tanstack/react-query";
-import type { ComponentChildren } from "preact";
+import { TransportProvider, useQuery } from "@connectrpc/connect-query";
+import { QueryCache, QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import { type ComponentChildren, Fragment } from "preact";
 import { useMemo, useState } from "preact/hooks";
 import { PortalAuthService } from "../../../gen/portal/v1/auth_pb.ts";
 import type { Member } from "../../../gen/portal/v1/members_pb.ts";
 import { type Environment, portalTransport, storedEnvironment, storeEnvironment } from "./api.ts";
-import { JumpTo } from "./jump.tsx";
 import { ApiKeysPage } from "./pages/api-keys.tsx";
+import { ConsentLinkPage, ConsentPage } from "./pages/consent.tsx";
 import { ConsentsPage } from "./pages/consents.tsx";
 import { DeliveriesPage } from "./pages/deliveries.tsx";
-import { DisbursementPage, DisbursementsPage } from "./pages/disbursements.tsx";
-import { EventLookupPage } from "./pages/event-lookup.tsx";
+import { DeliveryPage } from "./pages/delivery.tsx";
+import { DisbursementPage } from "./pages/disbursement.tsx";
+import { DisbursementsPage } from "./pages/disbursements.tsx";
+import { EventPage, EventsPage } from "./pages/events.tsx";
 import { InvitePage } from "./pages/invite.tsx";
 import { OverviewPage } from "./pages/overview.tsx";
 import { RequestPage, RequestsPage } from "./pages/requests.tsx";
@@ -19,20 +21,11 @@ import { SandboxPage } from "./pages/sandbox.tsx";
 import { SignInPage } from "./pages/sign-in.tsx";
 import { SigningKeysPage } from "./pages/signing-keys.tsx";
 import { TeamPage } from "./pages/team.tsx";
+import { UserPage } from "./pages/user.tsx";
 import { WebhooksPage } from "./pages/webhooks.tsx";
-import { BASE, onLinkClick, usePath } from "./router.ts";
+import { BASE, usePath } from "./router.ts";
+import { Shell, type Signed } from "./shell.tsx";
 import { ErrorBox, Loading } from "./ui.tsx";
-
-const NAV: { path: string; label: string }[] = [
-  { path: "/", label: "Overview" },
-  { path: "/api-keys", label: "API keys" },
-  { path: "/webhooks", label: "Webhooks" },
-  { path: "/consents", label: "Consents" },
-  { path: "/disbursements", label: "Disbursements" },
-  { path: "/events", label: "Event lookup" },
-  { path: "/requests", label: "Requests" },
-  { path: "/signing-keys", label: "Signing keys" },
-];
 
 /** The portal: the environment switch, the navigation, and the page the address names. */
 export function App() {
@@ -65,7 +58,7 @@ export function App() {
             <InvitePage />
           </Bare>
         ) : (
-          <Signed>
+          <SignedIn>
             {(me) => (
               <Shell
                 env={env}
@@ -76,10 +69,10 @@ export function App() {
                   setEnv(e);
                 }}
               >
-                <Route path={path} me={me} env={env} />
+                <Route path={path} me={me.member} env={env} />
               </Shell>
             )}
-          </Signed>
+          </SignedIn>
         )}
       </QueryClientProvider>
     </TransportProvider>
@@ -90,7 +83,7 @@ export function App() {
 function Bare({ children }: { children: ComponentChildren }) {
   return (
     <div class="shell">
-      <header>
+      <header class="bar">
         <span class="brand">Partner portal</span>
       </header>
       <main id="main">{children}</main>
@@ -99,7 +92,7 @@ function Bare({ children }: { children: ComponentChildren }) {
 }
 
 /** Who is signed in: the page for them, or the sign-in form. */
-function Signed({ children }: { children: (me: Member) => ComponentChildren }) {
+function SignedIn({ children }: { children: (me: Signed) => ComponentChildren }) {
   const who = useQuery(PortalAuthService.method.whoAmI, {});
   if (who.isPending) return <Loading />;
   if (who.error && ConnectError.from(who.error).code === Code.Unauthenticated)
@@ -109,25 +102,34 @@ function Signed({ children }: { children: (me: Member) => ComponentChildren }) {
       </Bare>
     );
   if (who.error || !who.data.member) return <ErrorBox error={who.error} />;
-  return <>{children(who.data.member)}</>;
+  return <>{children({ member: who.data.member, partnerName: who.data.partnerName })}</>;
 }
 
+/** The detail pages, by the id in the address. */
+const DETAILS: [RegExp, (id: string) => ComponentChildren][] = [
+  [/^\/webhooks\/(whk_[0-9A-HJKMNP-TV-Z]{26})$/, (id) => <DeliveriesPage webhookId={id} />],
+  [/^\/requests\/(req_[0-9A-HJKMNP-TV-Z]{26})$/, (id) => <RequestPage id={id} />],
+  [/^\/events\/(evt_[0-9A-HJKMNP-TV-Z]{26})$/, (id) => <EventPage id={id} />],
+  [/^\/disbursements\/(dsb_[0-9A-HJKMNP-TV-Z]{26})$/, (id) => <DisbursementPage id={id} />],
+  [/^\/deliveries\/(dlv_[0-9A-HJKMNP-TV-Z]{26})$/, (id) => <DeliveryPage id={id} />],
+  [/^\/consents\/(cns_[0-9A-HJKMNP-TV-Z]{26})$/, (id) => <ConsentPage id={id} />],
+  [/^\/consent-links\/(cnl_[0-9A-HJKMNP-TV-Z]{26})$/, (id) => <ConsentLinkPage id={id} />],
+  [/^\/users\/(usr_[0-9A-Za-z]{1,64})$/, (id) => <UserPage id={id} />],
+];
+
 function Route({ path, me, env }: { path: string; me: Member; env: Environment }) {
-  const webhook = /^\/webhooks\/(whk_[0-9A-Z]{26})$/.exec(path);
-  if (webhook?.[1]) return <DeliveriesPage webhookId={webhook[1]} />;
-  const request = /^\/requests\/(req_[0-9A-HJKMNP-TV-Z]{26})$/.exec(path);
-  if (request?.[1]) return <RequestPage id={request[1]} />;
-  const event = /^\/events\/(evt_[0-9A-HJKMNP-TV-Z]{26})$/.exec(path);
-  if (event?.[1]) return <EventLookupPage key={event[1]} initial={event[1]} />;
-  const disbursement = /^\/disbursements\/(dsb_[0-9A-HJKMNP-TV-Z]{26})$/.exec(path);
-  if (disbursement?.[1]) return <DisbursementPage id={disbursement[1]} />;
+  for (const [shape, page] of DETAILS) {
+    const id = shape.exec(path)?.[1];
+    // Keyed by id: going from one object's page to another's starts afresh.
+    if (id) return <Fragment key={id}>{page(id)}</Fragment>;
+  }
   switch (path) {
     case "/":
       return <OverviewPage env={env} />;
     case "/webhooks":
       return <WebhooksPage />;
     case "/events":
-      return <EventLookupPage />;
+      return <EventsPage />;
     case "/requests":
       return <RequestsPage />;
     case "/api-keys":
@@ -156,86 +158,4 @@ function Route({ path, me, env }: { path: string; me: Member; env: Environment }
         </section>
       );
   }
-}
-
-function Shell(props: {
-  env: Environment;
-  path: string;
-  me: Member;
-  onEnv: (e: Environment) => void;
-  children: ComponentChildren;
-}) {
-  const { env, path, me, onEnv, children } = props;
-  const nav = [
-    ...NAV,
-    ...(env === "sandbox" ? [{ path: "/sandbox", label: "Sandbox tools" }] : []),
-    ...(me.role === "admin" ? [{ path: "/team", label: "Team" }] : []),
-  ];
-  return (
-    <div class={`shell env-${env}`}>
-      <a class="skip" href="#main">
-        Skip to the page
-      </a>
-      <header>
-        <span class="brand">Partner portal</span>
-        <Account me={me} />
-        <JumpTo />
-        <fieldset class="env-switch">
-          <legend>Environment</legend>
-          {(["sandbox", "production"] as const).map((e) => (
-            <label key={e}>
-              <input type="radio" name="env" value={e} checked={env === e} onChange={() => onEnv(e)} />
-              {e === "sandbox" ? "Sandbox" : "Production"}
-            </label>
-          ))}
-        </fieldset>
-        {env === "sandbox" ? (
-          <p class="sandbox-banner" role="note">
-            Sandbox: test data only. Nothing here moves money or reaches a real person.
-          </p>
-        ) : null}
-      </header>
-      <nav aria-label="Portal">
-        <ul>
-          {nav.map((n) => (
-            <li key={n.path}>
-              <a
-                href={`${BASE}${n.path}`}
-                onClick={onLinkClick}
-                aria-current={
-                  path === n.path || (n.path !== "/" && path.startsWith(`${n.path}/`)) ? "page" : undefined
-                }
-              >
-                {n.label}
-              </a>
-            </li>
-          ))}
-        </ul>
-      </nav>
-      <main id="main" tabIndex={-1}>
-        {children}
-      </main>
-    </div>
-  );
-}
-
-function Account({ me }: { me: Member }) {
-  const client = useQueryClient();
-  // Reset, not refetch: no answer or error of the session that ended stays on screen.
-  const done = { onSuccess: () => void client.resetQueries() };
-  const signOut = useMutation(PortalAuthService.method.signOut, done);
-  const everywhere = useMutation(PortalAuthService.method.signOutEverywhere, done);
-  return (
-    <div class="account">
-      <span>
-        {me.email} <span class="muted">({me.role})</span>
-      </span>
-      <button type="button" class="secondary" onClick={() => signOut.mutate({})}>
-        Sign out
-      </button>
-      <button type="button" class="secondary" onClick={() => everywhere.mutate({})}>
-        Sign out everywhere
-      </button>
-    </div>
-  );
 }

@@ -1,23 +1,16 @@
 import { useEffect, useRef, useState } from "preact/hooks";
+import { ANY_ID, pathOfId } from "./ids.tsx";
 import { navigate } from "./router.ts";
 
-/** Where each kind of id is shown: its page, by its prefix. */
-const PAGES: Record<string, (id: string) => string> = {
-  req: (id) => `/requests/${id}`,
-  evt: (id) => `/events/${id}`,
-  dsb: (id) => `/disbursements/${id}`,
-  whk: (id) => `/webhooks/${id}`,
-};
-
-/** The first id of a kind the portal shows, anywhere in what was typed or pasted. */
+/** The page of the first id with one, anywhere in what was typed or pasted. */
 export function pageOfId(text: string): string | undefined {
-  const m = /\b(req|evt|dsb|whk)_[0-9A-HJKMNP-TV-Z]{26}\b/.exec(text);
-  return m ? PAGES[m[1] as string]?.(m[0]) : undefined;
+  const m = ANY_ID.exec(text);
+  return m ? pathOfId(m[0]) : undefined;
 }
 
 /**
- * "Go to an id", in the header: a request, event, disbursement or webhook id (or text holding one) goes to its
- * page. `/` or Ctrl-K puts the cursor in it from anywhere but a field.
+ * "Go to an id", in the bar: a request, event, disbursement, webhook, delivery, consent, consent link or user
+ * id (or text holding one) goes to its page. `/` or Ctrl-K puts the cursor in it from anywhere but a field.
  */
 export function JumpTo() {
   const input = useRef<HTMLInputElement>(null);
@@ -48,11 +41,12 @@ export function JumpTo() {
         }}
       >
         <label>
-          Go to an id <span class="muted">(/ or Ctrl-K)</span>
+          <span class="visually-hidden">Go to an id (/ or Ctrl-K)</span>
           <input
             ref={input}
             name="q"
-            placeholder="req_…, evt_…, dsb_…, whk_…"
+            placeholder="Go to an id  ( / )"
+            type="search"
             autoComplete="off"
             spellcheck={false}
             aria-invalid={unknown}
@@ -64,7 +58,7 @@ export function JumpTo() {
         </button>
         {unknown ? (
           <p id="jump-error" class="error" role="alert">
-            No request, event, disbursement or webhook id in that.
+            No id of a request, event, disbursement, webhook, delivery, consent, link or user in that.
           </p>
         ) : null}
       </form>

@@ -2,6 +2,7 @@ import { render } from "preact";
 import { App } from "./app.tsx";
 import "./styles.css";
 import "./tables.css";
+import "./shell.css";
 
 const root = document.getElementById("app");
 if (root) render(<App />, root);

@@ -1,9 +1,9 @@
 import type { DescEnum } from "@bufbuild/protobuf";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ComponentChildren } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
+import { BASE, onLinkClick } from "./router.ts";
 
 /**
  * The API's reasons per field of a refused request (`details.fields` of `validation_failed`, as REST answers
@@ -74,41 +74,17 @@ export function Loading() {
   );
 }
 
-/** Dates and times as the partner reads them: Lagos time (the product's), day first, 24 hours. */
-const LAGOS = new Intl.DateTimeFormat("en-GB", {
-  timeZone: "Africa/Lagos",
-  day: "numeric",
-  month: "short",
-  year: "numeric",
-  hour: "2-digit",
-  minute: "2-digit",
-  second: "2-digit",
-  hourCycle: "h23",
-});
+export { Time, zonedTime } from "./time.tsx";
 
-/** A date and time in Lagos (`27 Nov 2026, 22:08:52`). */
-export function lagosTime(d: Date): string {
-  return LAGOS.format(d);
-}
-
-/** A timestamp in Lagos time, with the exact UTC instant (ISO 8601) on hover. */
-export function Time({ at }: { at: Timestamp | undefined }) {
-  if (!at) return <span class="muted">—</span>;
-  const d = new Date(Number(at.seconds) * 1000 + Math.floor(at.nanos / 1e6));
-  return (
-    <time dateTime={d.toISOString()} title={d.toISOString()}>
-      {lagosTime(d)}
-    </time>
-  );
-}
-
-/** Copies a value to the clipboard and says so. */
-export function CopyButton({ value, label = "Copy" }: { value: string; label?: string }) {
+/** Copies a value to the clipboard and says so; `name` says what it copies to a screen reader. */
+export function CopyButton(props: { value: string; label?: string; name?: string; small?: boolean }) {
+  const { value, label = "Copy", name, small } = props;
   const [done, setDone] = useState(false);
   return (
     <button
       type="button"
-      class="secondary"
+      class={small ? "secondary copy" : "secondary"}
+      aria-label={name ? `${done ? "Copied" : label} ${name}` : undefined}
       onClick={() =>
         void navigator.clipboard.writeText(value).then(
           () => setDone(true),
@@ -192,18 +168,56 @@ export function ShownOnce({ title, value }: { title: string; value: string }) {
   );
 }
 
-/** A page's heading and body; the browser's tab says which page it is. */
-export function Page({ title, children }: { title: string; children: ComponentChildren }) {
+/** A step of a detail page's breadcrumbs: the list it belongs to. */
+export interface Crumb {
+  label: string;
+  path: string;
+}
+
+/**
+ * A page's heading and body; the browser's tab says which page it is. A detail page names the lists above it
+ * (`crumbs`), linked, before its own title.
+ */
+export function Page(props: { title: string; id?: string; crumbs?: Crumb[]; children: ComponentChildren }) {
+  const { title, id, crumbs, children } = props;
   useEffect(() => {
-    document.title = `${title} · Partner portal`;
-  }, [title]);
+    document.title = `${id ? `${title} ${id}` : title} · Partner portal`;
+  }, [title, id]);
   return (
     <section aria-labelledby="page-title">
+      {crumbs?.length ? (
+        <nav aria-label="Breadcrumb">
+          <ol class="crumbs">
+            {crumbs.map((c) => (
+              <li key={c.path}>
+                <a href={`${BASE}${c.path}`} onClick={onLinkClick}>
+                  {c.label}
+                </a>
+              </li>
+            ))}
+            <li aria-current="page">{title}</li>
+          </ol>
+        </nav>
+      ) : null}
       <h1 id="page-title">{title}</h1>
+      {id ? (
+        <p class="object-id">
+          <code>{id}</code> <CopyButton value={id} name={id} small />
+        </p>
+      ) : null}
       {children}
     </section>
   );
 }
+
+/** A badge for a status: green when done well, red when it failed, amber while it waits. */
+export function StatusBadge({ status }: { status: string }) {
+  const tone = GOOD.has(status) ? "good" : BAD.has(status) ? "bad" : WAIT.has(status) ? "warn" : "none";
+  return <span class={`badge ${tone}`}>{status}</span>;
+}
+const GOOD = new Set(["ACTIVE", "DELIVERED", "ACCEPTED", "COLLECTED", "REFUNDED", "SUCCEEDED"]);
+const BAD = new Set(["FAILED", "GIVEN_UP", "REVERSED", "REVOKED", "DECLINED", "LOCKED", "DISABLED"]);
+const WAIT = new Set(["PENDING", "PROCESSING", "AWAITING_ACCEPTANCE", "SCHEDULED", "PAUSED"]);
 
 /** An enum value's name as the contract spells it (`DELIVERED`), from the generated enum's descriptor. */
 export function enumName(schema: DescEnum, value: number): string {

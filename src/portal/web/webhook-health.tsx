@@ -1,6 +1,6 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { type Webhook, Webhook_Status } from "../../../gen/partner/v1/webhooks_pb.ts";
-import { lagosTime } from "./ui.tsx";
+import { zonedTime } from "./ui.tsx";
 
 /** How a subscription fares, from what happened to it, not only its flag. */
 export function webhookHealth(
@@ -11,7 +11,7 @@ export function webhookHealth(
     return { kind: "bad", text: `Disabled${w.disabledReason ? `: ${w.disabledReason}` : ""}` };
   const openUntil = w.circuitOpenUntil ? timestampDate(w.circuitOpenUntil) : undefined;
   if (openUntil && openUntil > now)
-    return { kind: "bad", text: `Failing: deliveries paused until ${lagosTime(openUntil)}, then retried` };
+    return { kind: "bad", text: `Failing: deliveries paused until ${zonedTime(openUntil)}, then retried` };
   const delivered = w.stats?.delivered ?? 0;
   const failed = w.stats?.failed ?? 0;
   if (failed > 0 && delivered === 0)

@@ -1,26 +1,17 @@
-import { useInfiniteQuery, useMutation, useQuery } from "@connectrpc/connect-query";
-import { skipToken, useQueryClient } from "@tanstack/react-query";
+import { useInfiniteQuery, useMutation } from "@connectrpc/connect-query";
+import { useQueryClient } from "@tanstack/react-query";
 import { useState } from "preact/hooks";
 import {
   type Consent,
-  Consent_RevokedBySchema,
-  Consent_SourceSchema,
   Consent_StatusSchema,
+  type ConsentLink,
   ConsentLink_StatusSchema,
   ConsentService,
 } from "../../../../gen/partner/v1/consents_pb.ts";
+import { IdLink } from "../ids.tsx";
 import { Qr } from "../qr.tsx";
-import {
-  CheckboxSet,
-  CopyButton,
-  ErrorBox,
-  enumName,
-  IdLookup,
-  Loading,
-  LoadMore,
-  Page,
-  Time,
-} from "../ui.tsx";
+import { ListTable } from "../table.tsx";
+import { CheckboxSet, CopyButton, ErrorBox, enumName, LoadMore, Page, StatusBadge, Time } from "../ui.tsx";
 
 /** The contract's scopes, in the words the person reads on the consent page. */
 const SCOPES: { scope: string; label: string }[] = [
@@ -33,14 +24,13 @@ const SCOPES: { scope: string; label: string }[] = [
   { scope: "repayment_history", label: "Repayment history" },
 ];
 
-/** Consent links (create, copy, QR code) and consents (look up, revoke). */
+/** Consent links (create, copy, QR code) and consents, each a link to its page. */
 export function ConsentsPage() {
   return (
     <Page title="Consents">
       <CreateLink />
       <RecentLinks />
       <RecentConsents />
-      <LookUpConsent />
     </Page>
   );
 }
@@ -100,7 +90,7 @@ function CreateLink() {
       {link ? (
         <div class="shown-once" role="status">
           <p>
-            Link <code>{link.id}</code> for the phone ending {link.phoneNumberLast4}, until{" "}
+            Link <IdLink id={link.id} /> for the phone ending {link.phoneNumberLast4}, until{" "}
             <Time at={link.expiresAt} />: {enumName(ConsentLink_StatusSchema, link.status)}.
           </p>
           <p>
@@ -110,73 +100,6 @@ function CreateLink() {
         </div>
       ) : null}
     </form>
-  );
-}
-
-function LookUpConsent() {
-  const [id, setId] = useState("");
-  const consent = useQuery(ConsentService.method.getConsent, id ? { id } : skipToken);
-  return (
-    <div class="panel">
-      <h2>Look up a consent</h2>
-      <IdLookup label="Consent id" prefix="cns" onId={setId} />
-      {id && consent.isPending ? <Loading /> : null}
-      <ErrorBox error={consent.error} />
-      {consent.data?.consent ? <ConsentCard consent={consent.data.consent} /> : null}
-    </div>
-  );
-}
-
-function ConsentCard({ consent: c }: { consent: Consent }) {
-  const client = useQueryClient();
-  const revoke = useMutation(ConsentService.method.revokeConsent, {
-    onSuccess: () => void client.invalidateQueries(),
-  });
-  const active = enumName(Consent_StatusSchema, c.status) === "ACTIVE";
-  return (
-    <dl class="facts">
-      <dt>Status</dt>
-      <dd>
-        {enumName(Consent_StatusSchema, c.status)}
-        {c.revokedAt ? (
-          <>
-            {" "}
-            by {enumName(Consent_RevokedBySchema, c.revokedBy)} on <Time at={c.revokedAt} />
-          </>
-        ) : null}
-      </dd>
-      <dt>User</dt>
-      <dd>
-        <code>{c.userId}</code>
-      </dd>
-      <dt>Scopes</dt>
-      <dd>{c.scopes.join(", ")}</dd>
-      <dt>Ledger window</dt>
-      <dd>
-        {c.ledgerWindowDays} days by default, up to {c.maxLedgerWindowDays}
-      </dd>
-      <dt>Granted</dt>
-      <dd>
-        <Time at={c.grantedAt} /> ({enumName(Consent_SourceSchema, c.source)}), until{" "}
-        <Time at={c.expiresAt} />
-      </dd>
-      {active ? (
-        <dd>
-          <button
-            type="button"
-            class="danger"
-            disabled={revoke.isPending}
-            onClick={() =>
-              confirm("Revoke this consent? Snapshot reads on it stop at once.") &&
-              revoke.mutate({ id: c.id })
-            }
-          >
-            Revoke
-          </button>
-          <ErrorBox error={revoke.error} />
-        </dd>
-      ) : null}
-    </dl>
   );
 }
 
@@ -205,6 +128,24 @@ function StatusFilter(props: {
   );
 }
 
+const LINK_COLUMNS = [
+  { head: "Link", cell: (l: ConsentLink) => <IdLink id={l.id} /> },
+  {
+    head: "Status",
+    cell: (l: ConsentLink) => <StatusBadge status={enumName(ConsentLink_StatusSchema, l.status)} />,
+  },
+  { head: "Phone", cell: (l: ConsentLink) => `…${l.phoneNumberLast4}` },
+  { head: "Made", cell: (l: ConsentLink) => <Time at={l.createdAt} relative /> },
+  { head: "Consent", cell: (l: ConsentLink) => (l.consentId ? <IdLink id={l.consentId} /> : "") },
+];
+
+const CONSENT_COLUMNS = [
+  { head: "Consent", cell: (c: Consent) => <IdLink id={c.id} /> },
+  { head: "Status", cell: (c: Consent) => <StatusBadge status={enumName(Consent_StatusSchema, c.status)} /> },
+  { head: "User", cell: (c: Consent) => <IdLink id={c.userId} /> },
+  { head: "Granted", cell: (c: Consent) => <Time at={c.grantedAt} relative /> },
+];
+
 function RecentLinks() {
   const [status, setStatus] = useState("");
   // The status filter's number; the generated enum type admits only its members, hence the cast below.
@@ -223,16 +164,15 @@ function RecentLinks() {
       <h2>Recent consent links</h2>
       <StatusFilter label="Status" options={LINK_STATUSES} value={status} onChange={setStatus} />
       <ErrorBox error={links.error} />
-      <ul>
-        {rows?.map((l) => (
-          <li key={l.id}>
-            <code>{l.id}</code> {enumName(ConsentLink_StatusSchema, l.status)}, phone ending{" "}
-            {l.phoneNumberLast4}, made <Time at={l.createdAt} />{" "}
-            {l.consentId ? <code class="muted">{l.consentId}</code> : null}
-          </li>
-        ))}
-      </ul>
-      {rows?.length === 0 ? <p>None.</p> : null}
+      <ListTable
+        label="Recent consent links"
+        columns={LINK_COLUMNS}
+        rows={rows}
+        rowKey={(l) => l.id}
+        empty={
+          status ? `No link is ${status}.` : "No consent links yet: make one above and send it to the person."
+        }
+      />
       <LoadMore list={links} />
     </div>
   );
@@ -256,15 +196,15 @@ function RecentConsents() {
       <h2>Recent consents</h2>
       <StatusFilter label="Status" options={CONSENT_STATUSES} value={status} onChange={setStatus} />
       <ErrorBox error={consents.error} />
-      <ul>
-        {rows?.map((c) => (
-          <li key={c.id}>
-            <code>{c.id}</code> {enumName(Consent_StatusSchema, c.status)} for <code>{c.userId}</code>,
-            granted <Time at={c.grantedAt} />
-          </li>
-        ))}
-      </ul>
-      {rows?.length === 0 ? <p>None.</p> : null}
+      <ListTable
+        label="Recent consents"
+        columns={CONSENT_COLUMNS}
+        rows={rows}
+        rowKey={(c) => c.id}
+        empty={
+          status ? `No consent is ${status}.` : "No consents yet: a person consents by accepting a link."
+        }
+      />
       <LoadMore list={consents} />
     </div>
   );

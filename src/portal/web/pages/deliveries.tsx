@@ -1,6 +1,6 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { useInfiniteQuery, useMutation, useQuery } from "@connectrpc/connect-query";
-import { skipToken, useQueryClient } from "@tanstack/react-query";
+import { useQueryClient } from "@tanstack/react-query";
 import { useState } from "preact/hooks";
 import {
   type Delivery,
@@ -8,7 +8,11 @@ import {
   Delivery_StatusSchema,
   WebhookService,
 } from "../../../../gen/partner/v1/webhooks_pb.ts";
-import { CheckboxSet, ErrorBox, enumName, Loading, LoadMore, Page, Time } from "../ui.tsx";
+import { IdLink } from "../ids.tsx";
+import { ListTable } from "../table.tsx";
+import { CheckboxSet, ErrorBox, enumName, Loading, LoadMore, Page } from "../ui.tsx";
+import { WebhookHealth } from "../webhook-health.tsx";
+import { DELIVERY_COLUMNS } from "./events.tsx";
 import { WebhookStats } from "./webhook-stats.tsx";
 
 const STATUSES = [
@@ -18,9 +22,11 @@ const STATUSES = [
   Delivery_Status.GIVEN_UP,
 ];
 
+const WEBHOOKS = [{ label: "Webhooks", path: "/webhooks" }];
+
 /**
- * One subscription: its last 24 hours, its deliveries (newest first, filtered by status), each with its
- * attempts and a Replay action, and "replay every failed delivery since …".
+ * One subscription (`/webhooks/whk_…`): its health, its last 24 hours, its deliveries (newest first, filtered by
+ * status; each links to its attempts), and "replay every failed delivery since …".
  */
 export function DeliveriesPage({ webhookId }: { webhookId: string }) {
   const webhook = useQuery(WebhookService.method.getWebhook, { id: webhookId });
@@ -33,10 +39,20 @@ export function DeliveriesPage({ webhookId }: { webhookId: string }) {
       getNextPageParam: (last) => (last.hasMore ? last.deliveries.at(-1)?.id : undefined),
     },
   );
-  const rows = deliveries.data?.pages.flatMap((p) => p.deliveries) ?? [];
+  const w = webhook.data?.webhook;
   return (
-    <Page title={webhook.data?.webhook ? `Deliveries to ${webhook.data.webhook.url}` : "Deliveries"}>
+    <Page title={w ? `Deliveries to ${w.url}` : "Deliveries"} id={webhookId} crumbs={WEBHOOKS}>
       <ErrorBox error={webhook.error ?? deliveries.error} />
+      {w ? (
+        <dl class="facts">
+          <dt>Health</dt>
+          <dd>
+            <WebhookHealth webhook={w} />
+          </dd>
+          <dt>Events</dt>
+          <dd>{w.events.join(", ")}</dd>
+        </dl>
+      ) : null}
       <WebhookStats webhookId={webhookId} />
       <ReplayFailed webhookId={webhookId} />
       <h2>Deliveries</h2>
@@ -48,14 +64,21 @@ export function DeliveriesPage({ webhookId }: { webhookId: string }) {
         label={(s) => enumName(Delivery_StatusSchema, s)}
       />
       {deliveries.isPending ? <Loading /> : null}
-      {deliveries.data && rows.length === 0 ? (
-        <p>No deliveries here. Send a test from the Webhooks page.</p>
-      ) : null}
-      <ul class="cards">
-        {rows.map((d) => (
-          <DeliveryCard key={d.id} delivery={d} />
-        ))}
-      </ul>
+      <ListTable
+        label="Deliveries"
+        columns={[
+          { head: "Event", cell: (d: Delivery) => <IdLink id={d.eventId} /> },
+          { head: "Type", cell: (d: Delivery) => <code>{d.eventType}</code> },
+          ...DELIVERY_COLUMNS,
+        ]}
+        rows={deliveries.data?.pages.flatMap((p) => p.deliveries)}
+        rowKey={(d) => d.id}
+        empty={
+          status.length
+            ? "No delivery has these statuses."
+            : "No deliveries yet. Send a test from the Webhooks page to see one here within seconds."
+        }
+      />
       <LoadMore list={deliveries} />
     </Page>
   );
@@ -90,72 +113,5 @@ function ReplayFailed({ webhookId }: { webhookId: string }) {
       ) : null}
       <ErrorBox error={replay.error} />
     </form>
-  );
-}
-
-function DeliveryCard({ delivery: d }: { delivery: Delivery }) {
-  const client = useQueryClient();
-  const replay = useMutation(WebhookService.method.replayDelivery, {
-    onSuccess: () => void client.invalidateQueries(),
-  });
-  const [open, setOpen] = useState(false);
-  const attempts = useQuery(WebhookService.method.listDeliveryAttempts, open ? { id: d.id } : skipToken);
-  const status = enumName(Delivery_StatusSchema, d.status);
-  return (
-    <li class="card">
-      <h3>
-        <code>{d.eventType}</code>{" "}
-        <span class={status === "DELIVERED" ? "ok" : status === "PENDING" ? "" : "bad"}>{status}</span>
-      </h3>
-      <p>
-        <code class="muted">{d.eventId}</code> · <code class="muted">{d.id}</code>
-      </p>
-      <p>
-        {d.attempt} attempt(s); last answer{" "}
-        {d.lastStatusCode ? `HTTP ${d.lastStatusCode}` : d.lastError || "none yet"}
-        {d.lastLatencyMs ? ` in ${d.lastLatencyMs} ms` : ""}
-        {d.nextAttemptAt ? (
-          <>
-            ; next attempt <Time at={d.nextAttemptAt} />
-          </>
-        ) : null}
-      </p>
-      <div class="actions">
-        <button type="button" class="secondary" aria-expanded={open} onClick={() => setOpen(!open)}>
-          {open ? "Hide attempts" : "Show attempts"}
-        </button>
-        <button
-          type="button"
-          class="secondary"
-          disabled={replay.isPending}
-          onClick={() => replay.mutate({ id: d.id })}
-        >
-          Replay
-        </button>
-      </div>
-      <ErrorBox error={replay.error ?? attempts.error} />
-      {open && attempts.data ? (
-        <ol class="attempts">
-          {attempts.data.attempts.map((a) => (
-            <li key={a.attempt}>
-              <p>
-                <Time at={a.startedAt} />: {a.statusCode ? `HTTP ${a.statusCode}` : a.error} in {a.latencyMs}{" "}
-                ms
-                {a.succeeded ? " (delivered)" : ""}
-              </p>
-              {a.responseBody ? <pre>{a.responseBody}</pre> : null}
-              <details>
-                <summary>Headers sent</summary>
-                <pre>
-                  {Object.entries(a.signatureHeaders)
-                    .map(([k, v]) => `${k}: ${v}`)
-                    .join("\n")}
-                </pre>
-              </details>
-            </li>
-          ))}
-        </ol>
-      ) : null}
-    </li>
   );
 }

@@ -1,15 +1,14 @@
 import { useInfiniteQuery, useQuery } from "@connectrpc/connect-query";
-import { skipToken } from "@tanstack/react-query";
 import { useMemo, useState } from "preact/hooks";
 import {
   type Disbursement,
-  Disbursement_DestinationSchema,
   Disbursement_StatusSchema,
   DisbursementService,
-  Repayment_StatusSchema,
 } from "../../../../gen/partner/v1/disbursements_pb.ts";
 import { TimeChart } from "../chart.tsx";
-import { ErrorBox, enumName, IdLookup, Loading, LoadMore, lagosTime, Page, TableWrap } from "../ui.tsx";
+import { IdLink } from "../ids.tsx";
+import { ListTable } from "../table.tsx";
+import { ErrorBox, enumName, LoadMore, Page, StatusBadge, TableWrap, Time } from "../ui.tsx";
 
 /** Kobo as naira for people to read (exact: integer arithmetic on the bigint, never floating point). */
 export function naira(kobo: bigint): string {
@@ -22,106 +21,13 @@ export function naira(kobo: bigint): string {
 /** Today in Lagos as YYYY-MM-DD (the books' days are Lagos days). */
 const lagosDay = (d: Date) => new Date(d.getTime() + 60 * 60 * 1000).toISOString().slice(0, 10);
 
-/** A disbursement by id with its repayments, and the books of a period. */
+/** The latest disbursements (each a link to its page), and the books of a period. */
 export function DisbursementsPage() {
   return (
     <Page title="Disbursements and books">
       <Recent />
-      <LookUp />
       <Books />
     </Page>
-  );
-}
-
-/** One disbursement's page, reached by its id (`/disbursements/dsb_…`). */
-export function DisbursementPage({ id }: { id: string }) {
-  const d = useQuery(DisbursementService.method.getDisbursement, { id });
-  return (
-    <Page title="Disbursement">
-      <p>
-        <code>{id}</code>
-      </p>
-      {d.isPending ? <Loading /> : null}
-      <ErrorBox error={d.error} />
-      {d.data?.disbursement ? <DisbursementCard d={d.data.disbursement} /> : null}
-    </Page>
-  );
-}
-
-function LookUp() {
-  const [id, setId] = useState("");
-  const d = useQuery(DisbursementService.method.getDisbursement, id ? { id } : skipToken);
-  return (
-    <div class="panel">
-      <h2>Look up a disbursement</h2>
-      <IdLookup label="Disbursement id" prefix="dsb" onId={setId} />
-      {id && d.isPending ? <Loading /> : null}
-      <ErrorBox error={d.error} />
-      {d.data?.disbursement ? <DisbursementCard d={d.data.disbursement} /> : null}
-    </div>
-  );
-}
-
-function DisbursementCard({ d }: { d: Disbursement }) {
-  const repayments = useQuery(DisbursementService.method.listRepayments, { disbursementId: d.id });
-  return (
-    <>
-      <dl class="facts">
-        <dt>Status</dt>
-        <dd>
-          {enumName(Disbursement_StatusSchema, d.status)}
-          {d.failureReason ? ` (${d.failureReason})` : ""}
-        </dd>
-        <dt>User</dt>
-        <dd>
-          <code>{d.userId}</code>
-        </dd>
-        <dt>Principal</dt>
-        <dd>
-          {naira(d.principalKobo)} to the{" "}
-          {enumName(Disbursement_DestinationSchema, d.destination).toLowerCase()}
-        </dd>
-        <dt>Fee</dt>
-        <dd>
-          {naira(d.feeKobo)} ({d.feeRateBps / 100} %)
-        </dd>
-        <dt>Repayable</dt>
-        <dd>{naira(d.totalRepayableKobo)}</dd>
-        <dt>Reference</dt>
-        <dd>
-          <code>{d.reference}</code>
-        </dd>
-      </dl>
-      <h3>Repayments</h3>
-      <ErrorBox error={repayments.error} />
-      <TableWrap label="Repayments">
-        <table>
-          <caption class="visually-hidden">Repayments</caption>
-          <thead>
-            <tr>
-              <th scope="col">#</th>
-              <th scope="col">Due</th>
-              <th scope="col">Amount</th>
-              <th scope="col">Status</th>
-              <th scope="col">Id</th>
-            </tr>
-          </thead>
-          <tbody>
-            {repayments.data?.repayments.map((r) => (
-              <tr key={r.id}>
-                <td>{r.seq}</td>
-                <td>{r.dueDate}</td>
-                <td>{naira(r.amountKobo)}</td>
-                <td>{enumName(Repayment_StatusSchema, r.status)}</td>
-                <td>
-                  <code>{r.id}</code>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </TableWrap>
-    </>
   );
 }
 
@@ -179,7 +85,7 @@ function Books() {
       ) : null}
       {entries.length ? (
         <TableWrap label="Entries of the period, oldest first">
-          <table>
+          <table class="dense">
             <caption>Entries of the period, oldest first</caption>
             <thead>
               <tr>
@@ -194,18 +100,16 @@ function Books() {
               {entries.map((b, n) => (
                 <tr key={`${b.bookedAt}.${b.kind}.${b.disbursementId}.${b.repaymentId}.${n}`}>
                   <td>
-                    <time dateTime={b.bookedAt} title={b.bookedAt}>
-                      {lagosTime(new Date(b.bookedAt))}
-                    </time>
+                    <Time at={b.bookedAt} />
                   </td>
                   <td>
                     <code>{b.kind}</code>
                   </td>
                   <td>{naira(b.amountKobo)}</td>
                   <td>
-                    <code>{b.disbursementId}</code>
+                    <IdLink id={b.disbursementId} />
                   </td>
-                  <td>{b.repaymentId ? <code>{b.repaymentId}</code> : null}</td>
+                  <td>{b.repaymentId ? <IdLink id={b.repaymentId} /> : null}</td>
                 </tr>
               ))}
             </tbody>
@@ -225,6 +129,17 @@ const STATUSES = [
   "FAILED",
   "REVERSED",
   "CANCELLED",
+];
+
+const RECENT_COLUMNS = [
+  { head: "Disbursement", cell: (d: Disbursement) => <IdLink id={d.id} /> },
+  {
+    head: "Status",
+    cell: (d: Disbursement) => <StatusBadge status={enumName(Disbursement_StatusSchema, d.status)} />,
+  },
+  { head: "Principal", cell: (d: Disbursement) => naira(d.principalKobo) },
+  { head: "User", cell: (d: Disbursement) => <IdLink id={d.userId} /> },
+  { head: "Created", cell: (d: Disbursement) => <Time at={d.createdAt} relative /> },
 ];
 
 function Recent() {
@@ -253,15 +168,17 @@ function Recent() {
         </select>
       </label>
       <ErrorBox error={list.error} />
-      <ul>
-        {rows?.map((d) => (
-          <li key={d.id}>
-            <code>{d.id}</code> {enumName(Disbursement_StatusSchema, d.status)}: {naira(d.principalKobo)} to{" "}
-            <code>{d.userId}</code>
-          </li>
-        ))}
-      </ul>
-      {rows?.length === 0 ? <p>None.</p> : null}
+      <ListTable
+        label="Recent disbursements"
+        columns={RECENT_COLUMNS}
+        rows={rows}
+        rowKey={(d) => d.id}
+        empty={
+          status
+            ? `No disbursement is ${status}.`
+            : "No disbursements yet: create one with POST /partner/v1/disbursements (see the API reference)."
+        }
+      />
       <LoadMore list={list} />
     </div>
   );
@@ -294,5 +211,5 @@ function BooksChart({ from, to }: { from: string; to: string }) {
   }, [series.data]);
   if (series.error) return <ErrorBox error={series.error} />;
   if (!series.data) return null;
-  return <TimeChart times={data.times} series={data.series} unit="naira" />;
+  return <TimeChart times={data.times} series={data.series} unit="naira" step="day" />;
 }

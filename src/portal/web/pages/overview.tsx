@@ -1,8 +1,10 @@
 import { useQuery } from "@connectrpc/connect-query";
 import { ApiKey_StatusSchema, ApiKeyService } from "../../../../gen/partner/v1/api_keys_pb.ts";
-import { Webhook_Status, WebhookService } from "../../../../gen/partner/v1/webhooks_pb.ts";
+import { type Event, Webhook_Status, WebhookService } from "../../../../gen/partner/v1/webhooks_pb.ts";
 import type { Environment } from "../api.ts";
+import { IdLink } from "../ids.tsx";
 import { onLinkClick } from "../router.ts";
+import { ListTable } from "../table.tsx";
 import { ErrorBox, enumName, Loading, Page, Time } from "../ui.tsx";
 
 /** The environment at a glance: its API key, its webhooks' health, and the latest events sent. */
@@ -57,14 +59,17 @@ export function OverviewPage({ env }: { env: Environment }) {
       <h2>Latest events</h2>
       {events.isPending ? <Loading /> : null}
       <ErrorBox error={events.error} />
-      {events.data?.events.length === 0 ? <p>No events yet.</p> : null}
-      <ul>
-        {events.data?.events.map((e) => (
-          <li key={e.id}>
-            <Time at={e.createdAt} /> <code>{e.type}</code> <code class="muted">{e.id}</code>
-          </li>
-        ))}
-      </ul>
+      <ListTable
+        label="Latest events"
+        columns={[
+          { head: "Sent", cell: (e: Event) => <Time at={e.createdAt} relative /> },
+          { head: "Type", cell: (e: Event) => <code>{e.type}</code> },
+          { head: "Event", cell: (e: Event) => <IdLink id={e.id} /> },
+        ]}
+        rows={events.data?.events}
+        rowKey={(e) => e.id}
+        empty="No events yet. Add a webhook and send it a test: it shows here within seconds."
+      />
     </Page>
   );
 }

@@ -5,8 +5,9 @@ import {
   ListRequestsRequest_Outcome as Outcome,
   RequestLogService,
 } from "../../../../gen/partner/v1/requests_pb.ts";
-import { BASE, navigate, onLinkClick } from "../router.ts";
-import { CopyButton, ErrorBox, Loading, LoadMore, Page, TableWrap, Time } from "../ui.tsx";
+import { IdLink } from "../ids.tsx";
+import { navigate } from "../router.ts";
+import { ErrorBox, Loading, LoadMore, Page, TableWrap, Time } from "../ui.tsx";
 
 /** A request id anywhere in what was pasted (an error body, a log line, a header). */
 const REQUEST_ID = /req_[0-9A-HJKMNP-TV-Z]{26}/;
@@ -173,7 +174,7 @@ export function RequestsPage() {
               {rows.map((r) => (
                 <tr key={r.id}>
                   <td>
-                    <Time at={r.createdAt} />
+                    <Time at={r.createdAt} relative />
                   </td>
                   <td>
                     <StatusBadge status={r.status} />
@@ -190,9 +191,7 @@ export function RequestsPage() {
                   </td>
                   <td>{r.face}</td>
                   <td>
-                    <a href={`${BASE}/requests/${r.id}`} onClick={onLinkClick}>
-                      <code>{r.id}</code>
-                    </a>
+                    <IdLink id={r.id} />
                   </td>
                 </tr>
               ))}
@@ -210,21 +209,12 @@ export function RequestPage({ id }: { id: string }) {
   const call = useQuery(RequestLogService.method.getRequest, { id });
   const r = call.data?.request;
   return (
-    <Page title="Request">
-      <p>
-        <a href={`${BASE}/requests`} onClick={onLinkClick}>
-          All requests
-        </a>
-      </p>
+    <Page title="Request" id={id} crumbs={[{ label: "Requests", path: "/requests" }]}>
       {call.isPending ? <Loading /> : null}
       <ErrorBox error={call.error} />
       {r ? (
         <>
           <dl class="facts">
-            <dt>Request id</dt>
-            <dd>
-              <code>{r.id}</code> <CopyButton value={r.id} />
-            </dd>
             <dt>Time</dt>
             <dd>
               <Time at={r.createdAt} />

@@ -42,8 +42,8 @@ export function WebhookStats({ webhookId }: { webhookId: string }) {
         </p>
       ) : null}
       <div class="charts">
-        <TimeChart times={data.times} series={data.counts} unit="attempts" />
-        <TimeChart times={data.times} series={data.latency} unit="ms" />
+        <TimeChart times={data.times} series={data.counts} unit="attempts" step="hour" />
+        <TimeChart times={data.times} series={data.latency} unit="ms" step="hour" />
       </div>
     </section>
   );

@@ -2,6 +2,7 @@ import { useMutation, useQuery } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
 import { useState } from "preact/hooks";
 import { type Webhook, WebhookService } from "../../../../gen/partner/v1/webhooks_pb.ts";
+import { IdLink } from "../ids.tsx";
 import { onLinkClick } from "../router.ts";
 import {
   CheckboxSet,
@@ -132,7 +133,7 @@ function WebhookCard(props: { webhook: Webhook; onChanged: () => void; onSecret:
         </a>
       </h3>
       <p>
-        <WebhookHealth webhook={w} /> · <code>{w.id}</code>
+        <WebhookHealth webhook={w} /> · <IdLink id={w.id} />
       </p>
       <p>
         Events:{" "}

@@ -1,0 +1,206 @@
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { systemClock } from "../../src/platform/clock.ts";
+import { createPartner, type PartnerFixture } from "../factories/partners.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { checkPage, haveBrowser, launchBrowser, signedInPage } from "../support/browser.ts";
+import { rest } from "../support/clients.ts";
+import { acceptMandate } from "../support/mandates.ts";
+import { type MemberFixture, member } from "../support/portal.ts";
+import { startReceiver, type TestReceiver } from "../support/receiver.ts";
+import { eventually } from "../support/wait.ts";
+
+// Every object a page, every id a link, in Chromium: with a sandbox that has a webhook, a consent link accepted,
+// a disbursement paid out and an installment collected, a person follows every id link from every list and
+// every detail page, and each page loads its object (no error) and passes axe at 1280 and 375 px. The test saves
+// a screenshot of each kind of page to test-screenshots/.
+let t: TestApp;
+let p: PartnerFixture;
+let admin: MemberFixture;
+let receiver: TestReceiver;
+let browser: Browser;
+const seeded: Record<string, string> = {};
+beforeAll(async () => {
+  if (!haveBrowser) return;
+  t = await startTestApp();
+  p = await createPartner(t, "Kobo Credit & Sons");
+  admin = await member(t, systemClock, p.partnerId, "admin");
+  receiver = await startReceiver();
+  browser = await launchBrowser();
+  await seed();
+}, 120_000);
+afterAll(async () => {
+  await browser?.close();
+  await receiver?.close();
+  await t?.stop();
+});
+
+const post = (path: string, body?: unknown, headers?: Record<string, string>) =>
+  rest(t.partnerUrl, "POST", path, { key: p.sandboxKey, ...(body === undefined ? {} : { body }), headers });
+const get = (path: string) => rest(t.partnerUrl, "GET", path, { key: p.sandboxKey });
+
+/** A sandbox with one of everything the portal shows. */
+async function seed() {
+  const hook = await post("/partner/v1/webhooks", { url: receiver.url, events: ["*"] });
+  expect(hook.status).toBe(200);
+  seeded.webhook = hook.body.id;
+  const link = await post("/partner/v1/consent-links", {
+    phoneNumber: "+2348000000002",
+    scopes: ["standing"],
+    ledgerWindowDays: 30,
+  });
+  seeded.link = link.body.id;
+  seeded.consent = (await post(`/partner/v1/sandbox/consent-links/${link.body.id}/accept`)).body.consentId;
+  const offer = await post(
+    "/partner/v1/disbursements",
+    {
+      userId: "usr_sandboxEstablished",
+      principalKobo: "1000000",
+      destination: "WALLET",
+      reference: "portal-objects",
+      repaymentSchedule: {
+        installments: [
+          {
+            dueDate: new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10),
+            amountKobo: "1100000",
+          },
+        ],
+      },
+    },
+    { "idempotency-key": "portal-objects" },
+  );
+  expect(offer.status).toBe(200);
+  seeded.disbursement = offer.body.id;
+  await acceptMandate(t, p.sandboxKey, offer.body.id);
+  await eventually(
+    async () => (await get(`/partner/v1/disbursements/${offer.body.id}`)).body.status === "DELIVERED",
+    {
+      timeoutMs: 60_000,
+      what: "the payout DELIVERED",
+    },
+  );
+  const [repayment] = (await get(`/partner/v1/disbursements/${offer.body.id}/repayments`)).body.repayments;
+  expect(
+    (await post(`/partner/v1/sandbox/repayments/${repayment.id}/collect`, { outcome: "SUCCESS" })).status,
+  ).toBe(200);
+  // Every event delivered, so each delivery has its attempt.
+  await eventually(async () => receiver.received.length >= 3, {
+    timeoutMs: 30_000,
+    what: "three deliveries",
+  });
+  const failed = await get("/partner/v1/users/usr_nobody/snapshot");
+  expect(failed.status).toBe(403);
+  seeded.request = failed.body.requestId;
+}
+
+const KINDS: Record<string, RegExp> = {
+  request: /^\/portal\/requests\/req_/,
+  event: /^\/portal\/events\/evt_/,
+  disbursement: /^\/portal\/disbursements\/dsb_/,
+  webhook: /^\/portal\/webhooks\/whk_/,
+  delivery: /^\/portal\/deliveries\/dlv_/,
+  consent: /^\/portal\/consents\/cns_/,
+  "consent-link": /^\/portal\/consent-links\/cnl_/,
+  user: /^\/portal\/users\/usr_/,
+};
+const kindOf = (path: string) => Object.entries(KINDS).find(([, shape]) => shape.test(path))?.[0];
+
+/** Opens a portal path and waits until its page has loaded what it shows. */
+async function open(page: Page, path: string) {
+  await page.goto(`${t.partnerUrl}${path}`);
+  await page.locator("h1").waitFor();
+  await page.waitForLoadState("networkidle");
+  await expect.poll(() => page.getByText("Loading…").count()).toBe(0);
+}
+
+/** The id links on the page, as paths. */
+const idLinks = (page: Page) =>
+  page.locator("main a.id-link").evaluateAll((as) => as.map((a) => (a as HTMLAnchorElement).pathname));
+
+describe.skipIf(!haveBrowser)("every object a page, every id a link", () => {
+  it("reaches every kind of object by following id links from the lists, and each page shows its object", async () => {
+    const page = await signedInPage(browser, t, admin, 1280);
+    const queue = [
+      "/portal/",
+      "/portal/requests",
+      "/portal/events",
+      "/portal/webhooks",
+      "/portal/consents",
+      "/portal/disbursements",
+    ];
+    const seen = new Set(queue);
+    const kinds = new Set<string>();
+    while (queue.length) {
+      const path = queue.shift() as string;
+      await open(page, path);
+      expect(await page.getByRole("alert").allTextContents(), `an error on ${path}`).toEqual([]);
+      const kind = kindOf(path);
+      if (kind && !kinds.has(kind)) {
+        kinds.add(kind);
+        // A detail page names its object in the tab's title and, below the breadcrumbs, the id whole.
+        expect(await page.title()).toContain(path.split("/").at(-1));
+        await checkPage(page, 1280, kind);
+      }
+      for (const link of await idLinks(page))
+        if (!seen.has(link)) {
+          seen.add(link);
+          queue.push(link);
+        }
+    }
+    expect([...kinds].sort()).toEqual(Object.keys(KINDS).sort());
+    for (const id of Object.values(seeded))
+      expect(
+        [...seen].some((s) => s.endsWith(`/${id}`)),
+        id,
+      ).toBe(true);
+    await page.context().close();
+  }, 120_000);
+
+  it("shows each kind of page at 375 px with the app's bar leaving the page within 120 px of the top", async () => {
+    const page = await signedInPage(browser, t, admin, 375);
+    const paths = [
+      "/portal/",
+      `/portal/disbursements/${seeded.disbursement}`,
+      `/portal/consents/${seeded.consent}`,
+      `/portal/consent-links/${seeded.link}`,
+      `/portal/webhooks/${seeded.webhook}`,
+      `/portal/users/usr_sandboxEstablished`,
+      `/portal/requests/${seeded.request}`,
+    ];
+    for (const path of paths) {
+      await open(page, path);
+      await checkPage(page, 375, kindOf(path) ?? "overview");
+      expect(await page.locator("main").evaluate((m) => m.getBoundingClientRect().top)).toBeLessThanOrEqual(
+        120,
+      );
+    }
+    // The navigation is behind "Menu", reached and used by keyboard alone.
+    await page.getByRole("button", { name: "Menu" }).focus();
+    await page.keyboard.press("Enter");
+    await page.getByRole("link", { name: "Consents" }).focus();
+    await page.keyboard.press("Enter");
+    await page.getByRole("heading", { level: 1, name: "Consents" }).waitFor();
+    expect(await page.getByRole("link", { name: "Disbursements" }).isVisible()).toBe(false);
+    await checkPage(page, 375, "consents");
+    await page.context().close();
+  }, 60_000);
+
+  it("jumps from the bar to a disbursement, a consent, a delivery and a user by id, from the keyboard", async () => {
+    const page = await signedInPage(browser, t, admin, 1280);
+    await open(page, "/portal/");
+    const delivery = (await get(`/partner/v1/webhooks/${seeded.webhook}/deliveries`)).body.deliveries[0].id;
+    for (const [id, heading] of [
+      [seeded.disbursement, "Disbursement"],
+      [seeded.consent, "Consent"],
+      [delivery, "Delivery"],
+      ["usr_sandboxEstablished", "User"],
+    ] as const) {
+      await page.keyboard.press("Control+k");
+      await page.keyboard.type(`see ${id}`);
+      await page.keyboard.press("Enter");
+      await page.getByRole("heading", { level: 1, name: heading, exact: true }).waitFor();
+      expect(new URL(page.url()).pathname.endsWith(`/${id}`)).toBe(true);
+    }
+    await page.context().close();
+  });
+});
