@@ -174,6 +174,19 @@ describe.skipIf(!haveBrowser)("every object a page, every id a link", () => {
         120,
       );
     }
+    // Dense lists read a row per line at 375 px too: the audit log's user agents and the books' cells do not wrap
+    // a word per line (their tables scroll sideways instead).
+    for (const [path, table] of [
+      ["/portal/team", "Audit log"],
+      ["/portal/disbursements", "Entries of the period, oldest first"],
+    ] as const) {
+      await open(page, path);
+      const rows = page.getByRole("table", { name: table }).locator("tbody tr");
+      await rows.first().waitFor();
+      const heights = await rows.evaluateAll((trs) => trs.map((tr) => tr.getBoundingClientRect().height));
+      expect(Math.max(...heights), `${table} row height`).toBeLessThan(48);
+      await checkPage(page, 375, path.slice("/portal/".length));
+    }
     // The navigation is behind "Menu", reached and used by keyboard alone.
     await page.getByRole("button", { name: "Menu" }).focus();
     await page.keyboard.press("Enter");
@@ -203,4 +216,53 @@ describe.skipIf(!haveBrowser)("every object a page, every id a link", () => {
     }
     await page.context().close();
   });
+
+  it("acts for the person from an object's own page in the sandbox: accepts a consent link and a mandate", async () => {
+    const link = await post("/partner/v1/consent-links", {
+      phoneNumber: "+2348000000001",
+      scopes: ["standing"],
+      ledgerWindowDays: 30,
+    });
+    const page = await signedInPage(browser, t, admin, 1280);
+    await open(page, `/portal/consent-links/${link.body.id}`);
+    await page.locator(".facts").getByText("PENDING").waitFor();
+    await page.getByRole("button", { name: "Accept as the person" }).click();
+    // The page reads the link again: accepted, with the consent it became, a link to its page; the tools for a
+    // pending link are gone.
+    await page.locator(".facts").getByText("ACCEPTED").waitFor();
+    await page.locator(".facts").getByRole("link", { name: /^cns_/ }).waitFor();
+    expect(await page.getByRole("button", { name: "Accept as the person" }).count()).toBe(0);
+    await checkPage(page, 1280, "consent-link-sandbox");
+
+    const offer = await post(
+      "/partner/v1/disbursements",
+      {
+        userId: "usr_sandboxEstablished",
+        principalKobo: "500000",
+        destination: "WALLET",
+        reference: "portal-objects-2",
+        repaymentSchedule: {
+          installments: [
+            {
+              dueDate: new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10),
+              amountKobo: "550000",
+            },
+          ],
+        },
+      },
+      { "idempotency-key": "portal-objects-2" },
+    );
+    await open(page, `/portal/disbursements/${offer.body.id}`);
+    await page.locator(".facts").getByText("AWAITING_ACCEPTANCE").waitFor();
+    await page.getByRole("button", { name: "Accept the mandate as the person" }).click();
+    await page.getByRole("status").filter({ hasText: "done." }).waitFor();
+    await page.locator(".timeline").getByText("Mandate accepted by the person").waitFor();
+    // In production the page offers no sandbox tool.
+    await page.locator(".member-menu summary").focus();
+    await page.getByRole("combobox", { name: "Environment" }).selectOption("production");
+    await page.getByRole("heading", { level: 1, name: "Disbursement" }).waitFor();
+    await page.getByRole("alert").waitFor();
+    expect(await page.getByRole("button", { name: /as the person|the payout/ }).count()).toBe(0);
+    await page.context().close();
+  }, 60_000);
 });

@@ -1,5 +1,6 @@
 import type { Interceptor, Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
+import { createContext } from "preact";
 
 /** The two environments a person may switch between; the header the edge reads it from. */
 export type Environment = "sandbox" | "production";
@@ -34,3 +35,6 @@ export function portalTransport(env: Environment): Transport {
     fetch: (input, init) => fetch(input, { ...init, credentials: "same-origin" }),
   });
 }
+
+/** The environment the portal shows, for pages that offer something in one only (the sandbox's tools). */
+export const EnvironmentContext = createContext<Environment>("sandbox");

@@ -5,7 +5,13 @@ import { type ComponentChildren, Fragment } from "preact";
 import { useMemo, useState } from "preact/hooks";
 import { PortalAuthService } from "../../../gen/portal/v1/auth_pb.ts";
 import type { Member } from "../../../gen/portal/v1/members_pb.ts";
-import { type Environment, portalTransport, storedEnvironment, storeEnvironment } from "./api.ts";
+import {
+  type Environment,
+  EnvironmentContext,
+  portalTransport,
+  storedEnvironment,
+  storeEnvironment,
+} from "./api.ts";
 import { ApiKeysPage } from "./pages/api-keys.tsx";
 import { ConsentLinkPage, ConsentPage } from "./pages/consent.tsx";
 import { ConsentsPage } from "./pages/consents.tsx";
@@ -51,31 +57,33 @@ export function App() {
   }, [env]);
   const path = usePath();
   return (
-    <TransportProvider transport={transport}>
-      <QueryClientProvider client={queries}>
-        {path === "/invite" ? (
-          <Bare>
-            <InvitePage />
-          </Bare>
-        ) : (
-          <SignedIn>
-            {(me) => (
-              <Shell
-                env={env}
-                path={path}
-                me={me}
-                onEnv={(e) => {
-                  storeEnvironment(e);
-                  setEnv(e);
-                }}
-              >
-                <Route path={path} me={me.member} env={env} />
-              </Shell>
-            )}
-          </SignedIn>
-        )}
-      </QueryClientProvider>
-    </TransportProvider>
+    <EnvironmentContext.Provider value={env}>
+      <TransportProvider transport={transport}>
+        <QueryClientProvider client={queries}>
+          {path === "/invite" ? (
+            <Bare>
+              <InvitePage />
+            </Bare>
+          ) : (
+            <SignedIn>
+              {(me) => (
+                <Shell
+                  env={env}
+                  path={path}
+                  me={me}
+                  onEnv={(e) => {
+                    storeEnvironment(e);
+                    setEnv(e);
+                  }}
+                >
+                  <Route path={path} me={me.member} env={env} />
+                </Shell>
+              )}
+            </SignedIn>
+          )}
+        </QueryClientProvider>
+      </TransportProvider>
+    </EnvironmentContext.Provider>
   );
 }
 

@@ -45,7 +45,8 @@ export function JumpTo() {
           <input
             ref={input}
             name="q"
-            placeholder="Go to an id  ( / )"
+            placeholder="Go to an id (/)"
+            aria-keyshortcuts="/ Control+K"
             type="search"
             autoComplete="off"
             spellcheck={false}

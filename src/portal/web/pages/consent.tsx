@@ -4,14 +4,18 @@ import {
   type Consent,
   Consent_RevokedBySchema,
   Consent_SourceSchema,
+  Consent_Status,
   Consent_StatusSchema,
   type ConsentLink,
+  ConsentLink_Status,
   ConsentLink_StatusSchema,
   ConsentService,
 } from "../../../../gen/partner/v1/consents_pb.ts";
+import { SandboxService } from "../../../../gen/partner/v1/sandbox_pb.ts";
 import { IdLink } from "../ids.tsx";
 import { ErrorBox, enumName, Loading, Page, StatusBadge, Time } from "../ui.tsx";
 import { EventsAbout } from "./events.tsx";
+import { SandboxActions } from "./sandbox.tsx";
 
 const CONSENTS = [{ label: "Consents", path: "/consents" }];
 
@@ -24,6 +28,13 @@ export function ConsentPage({ id }: { id: string }) {
       {consent.isPending ? <Loading /> : null}
       <ErrorBox error={consent.error} />
       {c ? <ConsentFacts consent={c} /> : null}
+      {c?.status === Consent_Status.ACTIVE ? (
+        <SandboxActions
+          id={id}
+          title="Act in the sandbox"
+          actions={[{ name: "Revoke as the person", method: SandboxService.method.revokeConsentAsUser }]}
+        />
+      ) : null}
       <h2>Events</h2>
       <EventsAbout objectId={id} empty="No events about this consent were sent to a webhook." />
     </Page>
@@ -100,6 +111,16 @@ export function ConsentLinkPage({ id }: { id: string }) {
       {link.isPending ? <Loading /> : null}
       <ErrorBox error={link.error} />
       {l ? <LinkFacts link={l} /> : null}
+      {l?.status === ConsentLink_Status.PENDING ? (
+        <SandboxActions
+          id={id}
+          title="Act in the sandbox"
+          actions={[
+            { name: "Accept as the person", method: SandboxService.method.acceptConsentLink },
+            { name: "Decline as the person", method: SandboxService.method.declineConsentLink },
+          ]}
+        />
+      ) : null}
     </Page>
   );
 }

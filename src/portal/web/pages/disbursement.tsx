@@ -8,11 +8,13 @@ import {
   Repayment_Refund_StatusSchema,
   Repayment_StatusSchema,
 } from "../../../../gen/partner/v1/disbursements_pb.ts";
+import { SandboxService } from "../../../../gen/partner/v1/sandbox_pb.ts";
 import { IdLink } from "../ids.tsx";
 import { ListTable } from "../table.tsx";
 import { ErrorBox, enumName, Loading, Page, StatusBadge, Time } from "../ui.tsx";
 import { naira } from "./disbursements.tsx";
 import { EventsAbout } from "./events.tsx";
+import { SandboxActions } from "./sandbox.tsx";
 
 /** A moment of a disbursement's life: when, what, and whether it went wrong. */
 interface Step {
@@ -68,6 +70,9 @@ export function DisbursementPage({ id }: { id: string }) {
       {d.isPending ? <Loading /> : null}
       <ErrorBox error={d.error ?? repayments.error} />
       {disbursement ? <Terms d={disbursement} /> : null}
+      {disbursement ? (
+        <SandboxActions id={id} title="Act in the sandbox" actions={sandboxActions(disbursement)} />
+      ) : null}
       {disbursement && repayments.data ? (
         <>
           <h2>Timeline</h2>
@@ -92,6 +97,24 @@ export function DisbursementPage({ id }: { id: string }) {
       <EventsAbout objectId={id} empty="No events about this disbursement were sent to a webhook." />
     </Page>
   );
+}
+
+/** What the sandbox can do to a disbursement in its state: answer its mandate as the person, or settle its payout. */
+function sandboxActions(d: Disbursement) {
+  switch (enumName(Disbursement_StatusSchema, d.status)) {
+    case "AWAITING_ACCEPTANCE":
+      return [
+        { name: "Accept the mandate as the person", method: SandboxService.method.acceptDisbursement },
+        { name: "Decline it as the person", method: SandboxService.method.declineDisbursement },
+      ];
+    case "PENDING":
+    case "PROCESSING":
+      return [{ name: "Fail the payout", method: SandboxService.method.failDisbursement }];
+    case "DELIVERED":
+      return [{ name: "Reverse the payout", method: SandboxService.method.reverseDisbursement }];
+    default:
+      return [];
+  }
 }
 
 const INSTALLMENT_COLUMNS = [

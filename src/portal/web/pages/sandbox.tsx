@@ -1,8 +1,9 @@
 import type { DescMethodUnary } from "@bufbuild/protobuf";
 import { useMutation } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
-import { useState } from "preact/hooks";
+import { useContext, useState } from "preact/hooks";
 import { CollectRepaymentRequest_Outcome, SandboxService } from "../../../../gen/partner/v1/sandbox_pb.ts";
+import { EnvironmentContext } from "../api.ts";
 import { ErrorBox, Page } from "../ui.tsx";
 
 const TIERS = ["Unrated", "Emerging", "Established", "Trusted"] as const;
@@ -69,8 +70,6 @@ function IdTool(props: {
   actions: { name: string; method: unknown }[];
 }) {
   const [id, setId] = useState("");
-  // What the last action did, said under the buttons (not between them).
-  const [said, setSaid] = useState<{ name: string; error?: unknown } | undefined>();
   const valid = new RegExp(`^${props.pattern}$`).test(id.trim());
   return (
     <form class="panel" onSubmit={(e) => e.preventDefault()}>
@@ -79,11 +78,40 @@ function IdTool(props: {
         {props.label}
         <input value={id} onInput={(e) => setId(e.currentTarget.value)} required pattern={props.pattern} />
       </label>
+      <ActionRow id={valid ? id.trim() : ""} actions={props.actions} />
+    </form>
+  );
+}
+
+/**
+ * The sandbox's tools for one object, on its page (in the sandbox only): a button per action, and what the last
+ * one did said under them.
+ */
+export function SandboxActions(props: {
+  id: string;
+  title: string;
+  actions: { name: string; method: unknown }[];
+}) {
+  const env = useContext(EnvironmentContext);
+  if (env !== "sandbox" || props.actions.length === 0) return null;
+  return (
+    <section class="panel" aria-label={props.title}>
+      <h2>{props.title}</h2>
+      <ActionRow id={props.id} actions={props.actions} />
+    </section>
+  );
+}
+
+/** A button per action on `id`, and what the last one did, said under them (not between them). */
+function ActionRow(props: { id: string; actions: { name: string; method: unknown }[] }) {
+  const [said, setSaid] = useState<{ name: string; error?: unknown } | undefined>();
+  return (
+    <>
       <div class="actions">
         {props.actions.map((a) => (
           <IdAction
             key={a.name}
-            id={valid ? id.trim() : ""}
+            id={props.id}
             name={a.name}
             method={a.method as IdMethod}
             onDone={(error) => setSaid({ name: a.name, error })}
@@ -92,7 +120,7 @@ function IdTool(props: {
       </div>
       {said?.error ? <ErrorBox error={said.error} /> : null}
       {said && !said.error ? <p role="status">{said.name}: done.</p> : null}
-    </form>
+    </>
   );
 }
 

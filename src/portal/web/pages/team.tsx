@@ -76,7 +76,7 @@ export function TeamPage({ me }: { me: Member }) {
       <h2>Audit log</h2>
       <ErrorBox error={audit.error} />
       <TableWrap label="Audit log">
-        <table>
+        <table class="dense">
           <caption class="visually-hidden">Audit log</caption>
           <thead>
             <tr>
@@ -93,7 +93,7 @@ export function TeamPage({ me }: { me: Member }) {
               .map((a) => (
                 <tr key={a.id}>
                   <td>
-                    <Time at={a.createdAt} />
+                    <Time at={a.createdAt} relative />
                   </td>
                   <td>{a.actorEmail || a.actor}</td>
                   <td>
@@ -103,7 +103,10 @@ export function TeamPage({ me }: { me: Member }) {
                   </td>
                   <td>{a.outcome}</td>
                   <td>
-                    {a.clientAddress} <span class="muted">{a.userAgent}</span>
+                    {a.clientAddress}{" "}
+                    <span class="muted clip" title={a.userAgent}>
+                      {a.userAgent}
+                    </span>
                   </td>
                 </tr>
               ))}
