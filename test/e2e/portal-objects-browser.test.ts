@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/platform/clock.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { checkPage, haveBrowser, launchBrowser, signedInPage } from "../support/browser.ts";
+import { checkPage, haveBrowser, launchBrowser, signedInPage, tabCycle } from "../support/browser.ts";
 import { rest } from "../support/clients.ts";
 import { acceptMandate } from "../support/mandates.ts";
 import { type MemberFixture, member } from "../support/portal.ts";
@@ -140,6 +140,9 @@ describe.skipIf(!haveBrowser)("every object a page, every id a link", () => {
         // A detail page names its object in the tab's title and, below the breadcrumbs, the id whole.
         expect(await page.title()).toContain(path.split("/").at(-1));
         await checkPage(page, 1280, kind);
+        // Keyboard alone: Tab reaches every control on the page, each with its focus shown.
+        await page.locator("body").focus();
+        await tabCycle(page);
       }
       for (const link of await idLinks(page))
         if (!seen.has(link)) {
@@ -166,6 +169,8 @@ describe.skipIf(!haveBrowser)("every object a page, every id a link", () => {
       `/portal/webhooks/${seeded.webhook}`,
       `/portal/users/usr_sandboxEstablished`,
       `/portal/requests/${seeded.request}`,
+      `/portal/events/${(await get("/partner/v1/events")).body.events[0].id}`,
+      `/portal/deliveries/${(await get(`/partner/v1/webhooks/${seeded.webhook}/deliveries`)).body.deliveries[0].id}`,
     ];
     for (const path of paths) {
       await open(page, path);

@@ -84,3 +84,67 @@ export async function signOut(page: Page, everywhere = false): Promise<void> {
     .getByRole("button", { name: everywhere ? "Sign out everywhere" : "Sign out", exact: true })
     .click();
 }
+
+/**
+ * Tabs through the page from where focus is until it comes back round, as a person with a keyboard would.
+ * Every visible control (links, buttons, fields, a radio group once, scrolling regions) is reached, each shows
+ * where focus is (an outline or a ring), and focus is never trapped. Returns what was
+ * reached, in order, for the failure message.
+ */
+export async function tabCycle(page: Page): Promise<string[]> {
+  const total = await page.evaluate(() => {
+    const controls = document.querySelectorAll<HTMLElement>(
+      'a[href], button:not([disabled]), input:not([disabled]):not([type="hidden"]), select:not([disabled]), textarea:not([disabled]), summary, [tabindex]:not([tabindex="-1"])',
+    );
+    const groups = new Map<string, number>();
+    let n = 0;
+    for (const el of controls) {
+      delete el.dataset.kb;
+      if (!el.checkVisibility()) continue;
+      if (el instanceof HTMLInputElement && el.type === "radio") {
+        // Tab reaches the checked radio of a group; the arrow keys move within it.
+        const group = `${el.form?.getAttribute("aria-label") ?? ""}/${el.name}`;
+        if (!groups.has(group)) groups.set(group, n++);
+        el.dataset.kb = String(groups.get(group));
+        continue;
+      }
+      el.dataset.kb = String(n++);
+    }
+    return n;
+  });
+  const reached = new Map<string, string>();
+  const order: string[] = [];
+  for (let i = 0; i < total * 2 + 10; i++) {
+    await page.keyboard.press("Tab");
+    const f = await page.evaluate(() => {
+      const el = document.activeElement as HTMLElement | null;
+      if (!el || el === document.body) return undefined;
+      const style = getComputedStyle(el);
+      return {
+        kb: el.dataset.kb ?? "",
+        what: `${el.tagName.toLowerCase()} ${el.getAttribute("name") ?? ""} ${(el.textContent ?? "").trim().slice(0, 40)}`,
+        shown:
+          // The last stop in a date or time field is its calendar button, which Chromium rings itself.
+          (el instanceof HTMLInputElement &&
+            /^(date|datetime-local|time|month|week)$/.test(el.type) &&
+            !el.matches(":focus")) ||
+          (style.outlineStyle !== "none" && Number.parseFloat(style.outlineWidth) > 0) ||
+          style.boxShadow !== "none",
+      };
+    });
+    if (!f) continue;
+    expect(f.kb, `focus reached something that is not a control: ${f.what}`).not.toBe("");
+    expect(f.shown, `no visible focus on ${f.what}`).toBe(true);
+    if (reached.has(f.kb)) {
+      if (reached.size === total) break;
+      // Round once without reaching everything: something is out of reach, or focus is held.
+      if (f.kb === order[0]) break;
+      continue;
+    }
+    reached.set(f.kb, f.what);
+    order.push(f.kb);
+  }
+  const seen = [...reached.values()];
+  expect(reached.size, `reached by Tab: ${seen.join(" | ")}`).toBe(total);
+  return seen;
+}
