@@ -1,6 +1,7 @@
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/platform/clock.ts";
+import { zonedTime } from "../../src/portal/web/time.tsx";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { checkPage, haveBrowser, launchBrowser, signedInPage, tabCycle } from "../support/browser.ts";
@@ -219,6 +220,13 @@ describe.skipIf(!haveBrowser)("every object a page, every id a link", () => {
       await page.getByRole("heading", { level: 1, name: heading, exact: true }).waitFor();
       expect(new URL(page.url()).pathname.endsWith(`/${id}`)).toBe(true);
     }
+    // Times are in Lagos until the person picks another zone in their menu; the page shows it at once.
+    const shown = page.locator("main time").first();
+    const instant = new Date((await shown.getAttribute("datetime")) ?? "");
+    expect(await shown.textContent()).toBe(zonedTime(instant, "Africa/Lagos"));
+    await page.locator(".member-menu summary").click();
+    await page.getByLabel("Show times in").selectOption("UTC");
+    await expect.poll(() => shown.textContent()).toBe(zonedTime(instant, "UTC"));
     await page.context().close();
   });
 
