@@ -114,6 +114,8 @@ interface Broken {
   key: string;
   /** The bad value, for an item of a list of strings. */
   item?: string;
+  /** The bad value, for a string field of its own (not a list). */
+  value?: string;
 }
 
 const quoteAll = (values: string[]) => values.map((v) => JSON.stringify(v)).join(", ");
@@ -159,7 +161,7 @@ const ownCodes: { field: string; error: (broken: Broken[]) => ApiError }[] = [
   ...["SendTestEventRequest.event_type", "ListEventsRequest.type"].map((name) => ({
     field: `partner.v1.${name}`,
     error: (broken: Broken[]) =>
-      new ApiError("invalid_event_type", `Unknown event type ${JSON.stringify(broken[0]?.item ?? "")}.`, {
+      new ApiError("invalid_event_type", `Unknown event type ${JSON.stringify(broken[0]?.value ?? "")}.`, {
         details: { eventTypes: [...eventTypes] },
       }),
   })),
@@ -188,7 +190,8 @@ function locate(violation: Violation, request: Message): Broken | undefined {
   }
   if (!field) return undefined;
   const item = field.fieldKind === "list" && typeof value === "string" ? value : undefined;
-  return { violation, field, key, item };
+  const scalar = field.fieldKind === "scalar" && typeof value === "string" ? value : undefined;
+  return { violation, field, key, item, value: scalar };
 }
 
 /** `validation_failed` with one text per field, in the words of {@link fieldTexts}. */

@@ -95,6 +95,17 @@ describe("GetDelivery", () => {
   });
 });
 
+describe("ListEvents by type", () => {
+  it("names the unknown type it was asked for", async () => {
+    const p = await createPartner(t);
+    for (const type of ["bogus", "disbursement_delivered", "consent.*"]) {
+      const res = await get(`/partner/v1/events?type=${encodeURIComponent(type)}`, p.sandboxKey);
+      expect([res.status, res.body.code]).toEqual([400, "invalid_event_type"]);
+      expect(res.body.message).toBe(`Unknown event type ${JSON.stringify(type)}.`);
+    }
+  });
+});
+
 describe("ListEvents by subject", () => {
   let p: PartnerFixture;
   let q: PartnerFixture;
