@@ -303,7 +303,7 @@ describe.skipIf(!haveBrowser)("the portal in Chromium", () => {
     await page.locator(".facts").getByText("ACTIVE").waitFor();
     await checkPage(page, 375);
     page.once("dialog", (d) => void d.accept());
-    await page.getByRole("button", { name: "Revoke" }).click();
+    await page.getByRole("button", { name: "Revoke", exact: true }).click();
     await page
       .locator(".facts")
       .getByText(/^REVOKED/)

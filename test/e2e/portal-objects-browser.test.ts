@@ -278,4 +278,52 @@ describe.skipIf(!haveBrowser)("every object a page, every id a link", () => {
     expect(await page.getByRole("button", { name: /as the person|the payout/ }).count()).toBe(0);
     await page.context().close();
   }, 60_000);
+
+  it("shows another partner's object as not found and nothing else, offers a viewer no action, and fits a long URL", async () => {
+    const other = await createPartner(t, "Someone Else");
+    const theirs = await rest(t.partnerUrl, "POST", "/partner/v1/webhooks", {
+      key: other.sandboxKey,
+      body: { url: `${receiver.url}/theirs`, events: ["*"] },
+    });
+    const viewer = await member(t, systemClock, p.partnerId, "viewer");
+    const page = await signedInPage(browser, t, viewer, 375);
+    for (const path of [
+      `/portal/webhooks/${theirs.body.id}`,
+      `/portal/disbursements/${theirs.body.id.replace("whk_", "dsb_")}`,
+    ]) {
+      await open(page, path);
+      await page.getByRole("alert").waitFor();
+      expect(await page.getByRole("alert").count(), path).toBe(1);
+      expect(await page.locator("main h2").count(), path).toBe(0);
+      expect(await page.locator("main button:not(.copy)").count(), path).toBe(0);
+    }
+    // A viewer reads every page, and is offered no write the API would refuse them.
+    const delivery = (await get(`/partner/v1/webhooks/${seeded.webhook}/deliveries`)).body.deliveries[0].id;
+    for (const path of [
+      `/portal/deliveries/${delivery}`,
+      `/portal/webhooks/${seeded.webhook}`,
+      `/portal/consents/${seeded.consent}`,
+      `/portal/disbursements/${seeded.disbursement}`,
+    ]) {
+      await open(page, path);
+      expect(await page.locator("main button:not(.copy)").allTextContents(), path).toEqual([]);
+    }
+    // A URL with a long token in it wraps in the breadcrumbs and the heading alike.
+    const long = await post("/partner/v1/webhooks", {
+      url: `${receiver.url}?token=${"ab12".repeat(24)}`,
+      events: ["*"],
+    });
+    await open(page, `/portal/webhooks/${long.body.id}`);
+    await checkPage(page, 375, "webhook-long-url");
+    // Escape closes the navigation's menu and the member's, focus back on what opened each.
+    await page.getByRole("button", { name: "Menu" }).click();
+    await page.keyboard.press("Escape");
+    expect(await page.getByRole("button", { name: "Menu" }).getAttribute("aria-expanded")).toBe("false");
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Menu");
+    await page.locator(".member-menu summary").click();
+    await page.getByRole("button", { name: "Sign out", exact: true }).waitFor();
+    await page.keyboard.press("Escape");
+    expect(await page.getByRole("button", { name: "Sign out", exact: true }).isVisible()).toBe(false);
+    await page.context().close();
+  }, 60_000);
 });

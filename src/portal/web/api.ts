@@ -38,3 +38,9 @@ export function portalTransport(env: Environment): Transport {
 
 /** The environment the portal shows, for pages that offer something in one only (the sandbox's tools). */
 export const EnvironmentContext = createContext<Environment>("sandbox");
+
+/**
+ * Whether the member may write (a developer or an admin): a viewer is offered no action the API would refuse
+ * them (`403 permission_denied`).
+ */
+export const CanWriteContext = createContext<boolean>(false);

@@ -6,6 +6,7 @@ import { useMemo, useState } from "preact/hooks";
 import { PortalAuthService } from "../../../gen/portal/v1/auth_pb.ts";
 import type { Member } from "../../../gen/portal/v1/members_pb.ts";
 import {
+  CanWriteContext,
   type Environment,
   EnvironmentContext,
   portalTransport,
@@ -76,7 +77,9 @@ export function App() {
                     setEnv(e);
                   }}
                 >
-                  <Route path={path} me={me.member} env={env} />
+                  <CanWriteContext.Provider value={me.member.role !== "viewer"}>
+                    <Route path={path} me={me.member} env={env} />
+                  </CanWriteContext.Provider>
                 </Shell>
               )}
             </SignedIn>

@@ -50,6 +50,7 @@ export function JumpTo() {
             type="search"
             autoComplete="off"
             spellcheck={false}
+            onInput={() => setUnknown(false)}
             aria-invalid={unknown}
             aria-describedby={unknown ? "jump-error" : undefined}
           />

@@ -41,6 +41,22 @@ export function Shell(props: {
   const [menu, setMenu] = useState(false);
   // A link followed on a narrow screen closes the menu it was chosen from.
   useEffect(() => setMenu(false), [path]);
+  // Escape closes an open menu (the navigation's or the member's) and gives focus back to what opened it.
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key !== "Escape") return;
+      const open = document.querySelector<HTMLDetailsElement>(".member-menu[open]");
+      if (open) {
+        open.open = false;
+        open.querySelector("summary")?.focus();
+      } else if (document.getElementById("portal-nav")?.classList.contains("open")) {
+        setMenu(false);
+        document.querySelector<HTMLElement>(".menu-button")?.focus();
+      }
+    };
+    addEventListener("keydown", onKey);
+    return () => removeEventListener("keydown", onKey);
+  }, []);
   return (
     <div class={`shell env-${env}`}>
       <a class="skip" href="#main">

@@ -1,5 +1,6 @@
 import { useMutation, useQuery } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
+import { useContext } from "preact/hooks";
 import {
   type Consent,
   Consent_RevokedBySchema,
@@ -12,6 +13,7 @@ import {
   ConsentService,
 } from "../../../../gen/partner/v1/consents_pb.ts";
 import { SandboxService } from "../../../../gen/partner/v1/sandbox_pb.ts";
+import { CanWriteContext } from "../api.ts";
 import { IdLink } from "../ids.tsx";
 import { ErrorBox, enumName, Loading, Page, StatusBadge, Time } from "../ui.tsx";
 import { EventsAbout } from "./events.tsx";
@@ -27,16 +29,20 @@ export function ConsentPage({ id }: { id: string }) {
     <Page title="Consent" id={id} crumbs={CONSENTS}>
       {consent.isPending ? <Loading /> : null}
       <ErrorBox error={consent.error} />
-      {c ? <ConsentFacts consent={c} /> : null}
-      {c?.status === Consent_Status.ACTIVE ? (
-        <SandboxActions
-          id={id}
-          title="Act in the sandbox"
-          actions={[{ name: "Revoke as the person", method: SandboxService.method.revokeConsentAsUser }]}
-        />
+      {c ? (
+        <>
+          <ConsentFacts consent={c} />
+          {c.status === Consent_Status.ACTIVE ? (
+            <SandboxActions
+              id={id}
+              title="Act in the sandbox"
+              actions={[{ name: "Revoke as the person", method: SandboxService.method.revokeConsentAsUser }]}
+            />
+          ) : null}
+          <h2>Events</h2>
+          <EventsAbout objectId={id} empty="No events about this consent were sent to a webhook." />
+        </>
       ) : null}
-      <h2>Events</h2>
-      <EventsAbout objectId={id} empty="No events about this consent were sent to a webhook." />
     </Page>
   );
 }
@@ -47,6 +53,7 @@ function ConsentFacts({ consent: c }: { consent: Consent }) {
     onSuccess: () => void client.invalidateQueries(),
   });
   const status = enumName(Consent_StatusSchema, c.status);
+  const canWrite = useContext(CanWriteContext);
   return (
     <dl class="facts">
       <dt>Status</dt>
@@ -82,7 +89,7 @@ function ConsentFacts({ consent: c }: { consent: Consent }) {
           </dd>
         </>
       ) : null}
-      {status === "ACTIVE" ? (
+      {status === "ACTIVE" && canWrite ? (
         <dd>
           <button
             type="button"

@@ -1,13 +1,14 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { useInfiniteQuery, useMutation, useQuery } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
-import { useState } from "preact/hooks";
+import { useContext, useState } from "preact/hooks";
 import {
   type Delivery,
   Delivery_Status,
   Delivery_StatusSchema,
   WebhookService,
 } from "../../../../gen/partner/v1/webhooks_pb.ts";
+import { CanWriteContext } from "../api.ts";
 import { IdLink } from "../ids.tsx";
 import { ListTable } from "../table.tsx";
 import { CheckboxSet, ErrorBox, enumName, Loading, LoadMore, Page } from "../ui.tsx";
@@ -40,46 +41,51 @@ export function DeliveriesPage({ webhookId }: { webhookId: string }) {
     },
   );
   const w = webhook.data?.webhook;
+  const canWrite = useContext(CanWriteContext);
   return (
-    <Page title={w ? `Deliveries to ${w.url}` : "Deliveries"} id={webhookId} crumbs={WEBHOOKS}>
-      <ErrorBox error={webhook.error ?? deliveries.error} />
+    <Page title={w ? `Deliveries to ${w.url}` : "Subscription"} id={webhookId} crumbs={WEBHOOKS}>
+      {webhook.isPending ? <Loading /> : null}
+      {/* The subscription's own error alone: its deliveries' would say the same. */}
+      <ErrorBox error={webhook.error ?? (w ? deliveries.error : undefined)} />
       {w ? (
-        <dl class="facts">
-          <dt>Health</dt>
-          <dd>
-            <WebhookHealth webhook={w} />
-          </dd>
-          <dt>Events</dt>
-          <dd>{w.events.join(", ")}</dd>
-        </dl>
+        <>
+          <dl class="facts">
+            <dt>Health</dt>
+            <dd>
+              <WebhookHealth webhook={w} />
+            </dd>
+            <dt>Events</dt>
+            <dd>{w.events.join(", ")}</dd>
+          </dl>
+          <WebhookStats webhookId={webhookId} />
+          {canWrite ? <ReplayFailed webhookId={webhookId} /> : null}
+          <h2>Deliveries</h2>
+          <CheckboxSet
+            legend="Show only"
+            options={STATUSES}
+            chosen={status}
+            onChange={setStatus}
+            label={(s) => enumName(Delivery_StatusSchema, s)}
+          />
+          {deliveries.isPending ? <Loading /> : null}
+          <ListTable
+            label="Deliveries"
+            columns={[
+              { head: "Event", cell: (d: Delivery) => <IdLink id={d.eventId} /> },
+              { head: "Type", cell: (d: Delivery) => <code>{d.eventType}</code> },
+              ...DELIVERY_COLUMNS,
+            ]}
+            rows={deliveries.data?.pages.flatMap((p) => p.deliveries)}
+            rowKey={(d) => d.id}
+            empty={
+              status.length
+                ? "No delivery has these statuses."
+                : "No deliveries yet. Send a test from the Webhooks page to see one here within seconds."
+            }
+          />
+          <LoadMore list={deliveries} />
+        </>
       ) : null}
-      <WebhookStats webhookId={webhookId} />
-      <ReplayFailed webhookId={webhookId} />
-      <h2>Deliveries</h2>
-      <CheckboxSet
-        legend="Show only"
-        options={STATUSES}
-        chosen={status}
-        onChange={setStatus}
-        label={(s) => enumName(Delivery_StatusSchema, s)}
-      />
-      {deliveries.isPending ? <Loading /> : null}
-      <ListTable
-        label="Deliveries"
-        columns={[
-          { head: "Event", cell: (d: Delivery) => <IdLink id={d.eventId} /> },
-          { head: "Type", cell: (d: Delivery) => <code>{d.eventType}</code> },
-          ...DELIVERY_COLUMNS,
-        ]}
-        rows={deliveries.data?.pages.flatMap((p) => p.deliveries)}
-        rowKey={(d) => d.id}
-        empty={
-          status.length
-            ? "No delivery has these statuses."
-            : "No deliveries yet. Send a test from the Webhooks page to see one here within seconds."
-        }
-      />
-      <LoadMore list={deliveries} />
     </Page>
   );
 }

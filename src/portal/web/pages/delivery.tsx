@@ -1,11 +1,13 @@
 import { useMutation, useQuery } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
+import { useContext } from "preact/hooks";
 import {
   type Delivery,
   Delivery_StatusSchema,
   type DeliveryAttempt,
   WebhookService,
 } from "../../../../gen/partner/v1/webhooks_pb.ts";
+import { CanWriteContext } from "../api.ts";
 import { IdLink } from "../ids.tsx";
 import { ErrorBox, enumName, Loading, Page, StatusBadge, Time } from "../ui.tsx";
 import { lastAnswer } from "./events.tsx";
@@ -23,22 +25,27 @@ export function DeliveryPage({ id }: { id: string }) {
     <Page title="Delivery" id={id} crumbs={crumbs}>
       {delivery.isPending ? <Loading /> : null}
       <ErrorBox error={delivery.error ?? attempts.error} />
-      {d ? <DeliveryFacts d={d} /> : null}
-      <h2>Attempts</h2>
-      {attempts.data?.attempts.length === 0 ? (
-        <p class="empty">No attempt yet: the first is made within seconds of the event.</p>
+      {d ? (
+        <>
+          <DeliveryFacts d={d} />
+          <h2>Attempts</h2>
+          {attempts.data?.attempts.length === 0 ? (
+            <p class="empty">No attempt yet: the first is made within seconds of the event.</p>
+          ) : null}
+          <ol class="timeline">
+            {attempts.data?.attempts.map((a) => (
+              <AttemptItem key={a.attempt} a={a} />
+            ))}
+          </ol>
+        </>
       ) : null}
-      <ol class="timeline">
-        {attempts.data?.attempts.map((a) => (
-          <AttemptItem key={a.attempt} a={a} />
-        ))}
-      </ol>
     </Page>
   );
 }
 
 function DeliveryFacts({ d }: { d: Delivery }) {
   const client = useQueryClient();
+  const canWrite = useContext(CanWriteContext);
   const replay = useMutation(WebhookService.method.replayDelivery, {
     onSuccess: () => void client.invalidateQueries(),
   });
@@ -77,16 +84,18 @@ function DeliveryFacts({ d }: { d: Delivery }) {
           </>
         ) : null}
       </dl>
-      <div class="actions">
-        <button
-          type="button"
-          class="secondary"
-          disabled={replay.isPending}
-          onClick={() => replay.mutate({ id: d.id })}
-        >
-          Replay
-        </button>
-      </div>
+      {canWrite ? (
+        <div class="actions">
+          <button
+            type="button"
+            class="secondary"
+            disabled={replay.isPending}
+            onClick={() => replay.mutate({ id: d.id })}
+          >
+            Replay
+          </button>
+        </div>
+      ) : null}
       {replay.data?.delivery ? (
         <p role="status">
           Replayed as <IdLink id={replay.data.delivery.id} />.

@@ -68,33 +68,36 @@ export function DisbursementPage({ id }: { id: string }) {
   return (
     <Page title="Disbursement" id={id} crumbs={[{ label: "Disbursements", path: "/disbursements" }]}>
       {d.isPending ? <Loading /> : null}
-      <ErrorBox error={d.error ?? repayments.error} />
-      {disbursement ? <Terms d={disbursement} /> : null}
+      {/* The disbursement's own error alone: its installments' would say the same. */}
+      <ErrorBox error={d.error ?? (disbursement ? repayments.error : undefined)} />
       {disbursement ? (
-        <SandboxActions id={id} title="Act in the sandbox" actions={sandboxActions(disbursement)} />
-      ) : null}
-      {disbursement && repayments.data ? (
         <>
-          <h2>Timeline</h2>
-          <ol class="timeline">
-            {timeline(disbursement, repayments.data.repayments).map((s) => (
-              <li key={`${s.at}.${s.what}`} class={s.bad ? "bad" : ""}>
-                <Time at={s.at} />: {s.what}
-              </li>
-            ))}
-          </ol>
+          <Terms d={disbursement} />
+          <SandboxActions id={id} title="Act in the sandbox" actions={sandboxActions(disbursement)} />
+          {repayments.data ? (
+            <>
+              <h2>Timeline</h2>
+              <ol class="timeline">
+                {timeline(disbursement, repayments.data.repayments).map((s) => (
+                  <li key={`${s.at}.${s.what}`} class={s.bad ? "bad" : ""}>
+                    <Time at={s.at} />: {s.what}
+                  </li>
+                ))}
+              </ol>
+            </>
+          ) : null}
+          <h2>Installments</h2>
+          <ListTable
+            label="Installments"
+            columns={INSTALLMENT_COLUMNS}
+            rows={repayments.data?.repayments}
+            rowKey={(r) => r.id}
+            empty="No installments: the schedule is made when the person accepts the mandate."
+          />
+          <h2>Events</h2>
+          <EventsAbout objectId={id} empty="No events about this disbursement were sent to a webhook." />
         </>
       ) : null}
-      <h2>Installments</h2>
-      <ListTable
-        label="Installments"
-        columns={INSTALLMENT_COLUMNS}
-        rows={repayments.data?.repayments}
-        rowKey={(r) => r.id}
-        empty="No installments: the schedule is made when the person accepts the mandate."
-      />
-      <h2>Events</h2>
-      <EventsAbout objectId={id} empty="No events about this disbursement were sent to a webhook." />
     </Page>
   );
 }

@@ -3,7 +3,7 @@ import { useMutation } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
 import { useContext, useState } from "preact/hooks";
 import { CollectRepaymentRequest_Outcome, SandboxService } from "../../../../gen/partner/v1/sandbox_pb.ts";
-import { EnvironmentContext } from "../api.ts";
+import { CanWriteContext, EnvironmentContext } from "../api.ts";
 import { ErrorBox, Page } from "../ui.tsx";
 
 const TIERS = ["Unrated", "Emerging", "Established", "Trusted"] as const;
@@ -93,7 +93,8 @@ export function SandboxActions(props: {
   actions: { name: string; method: unknown }[];
 }) {
   const env = useContext(EnvironmentContext);
-  if (env !== "sandbox" || props.actions.length === 0) return null;
+  const canWrite = useContext(CanWriteContext);
+  if (env !== "sandbox" || !canWrite || props.actions.length === 0) return null;
   return (
     <section class="panel" aria-label={props.title}>
       <h2>{props.title}</h2>
