@@ -52,10 +52,12 @@ beforeAll(async () => {
   cluster = await startReplicatedCluster();
   replica = cluster.replicas[0] as Replica;
   // A replica behind by any amount stays in (REPLICA_MAX_LAG_MS of a minute): reads are kept right by what the
-  // replica has replayed, not by its lag.
+  // replica has replayed, not by its lag. No request log: its batches, written on the primary after every call,
+  // are WAL the next read must wait to see replayed, and on a loaded machine 50 ms is not always enough; which
+  // server a read runs on is what is counted here, so nothing else writes between them.
   t = await startTestApp({
     databaseUrl: cluster.primaryUrl,
-    config: { replicaUrls: [replica.url], replicaMaxLagMs: 60_000, replicaReadWaitMs: 50 },
+    config: { replicaUrls: [replica.url], replicaMaxLagMs: 60_000, replicaReadWaitMs: 50, requestLog: false },
   });
   p = await createPartner(t);
   receiver = await startReceiver();
@@ -279,10 +281,16 @@ describe("a replica that falls behind or goes away", () => {
       expect((after["primary:no_healthy_replica"] ?? 0) - (before["primary:no_healthy_replica"] ?? 0)).toBe(
         5,
       );
-      const lag = /^db_replica_lag_seconds\{replica="[^"]+"\} ([\d.]+)$/m.exec(
-        await strict.app.services.metrics.render(),
+      // Left out for its paused replay at once, it shows a lag from the probe after the primary moved on.
+      await eventually(
+        async () => {
+          const lag = /^db_replica_lag_seconds\{replica="[^"]+"\} ([\d.]+)$/m.exec(
+            await strict.app.services.metrics.render(),
+          );
+          return Number(lag?.[1]) > 0;
+        },
+        { timeoutMs: 15_000, what: "the paused replica's lag shown" },
       );
-      expect(Number(lag?.[1])).toBeGreaterThan(0);
     } finally {
       await replica.resumeReplay();
     }

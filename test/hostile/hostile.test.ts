@@ -132,6 +132,7 @@ function operations(): { verb: string; url: string; template: string; hasBody: b
     "/partner/v1/webhooks/{id}/rotate-secret": owned.webhook ?? "",
     "/partner/v1/webhooks/{id}/test": owned.webhook ?? "",
     "/partner/v1/webhooks/{webhook_id}/deliveries": owned.webhook ?? "",
+    "/partner/v1/deliveries/{id}": owned.delivery ?? "",
     "/partner/v1/deliveries/{id}/replay": owned.delivery ?? "",
     "/partner/v1/deliveries/{id}/attempts": owned.delivery ?? "",
     "/partner/v1/webhooks/{id}/stats": owned.webhook ?? "",
