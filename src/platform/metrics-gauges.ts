@@ -1,5 +1,6 @@
 import type { Clock } from "./clock.ts";
 import type { Orm } from "./db/orm.ts";
+import { poolStats } from "./db/pool-stats.ts";
 import { sql } from "./db/sql.ts";
 import { BOSS_SCHEMA } from "./jobs/boss.ts";
 import type { Metrics } from "./metrics.ts";
@@ -8,15 +9,36 @@ import type { Metrics } from "./metrics.ts";
 type Query = <T>(text: string, params: unknown[]) => Promise<T[]>;
 
 /**
- * Gauges read from the database when scraped. They describe the shared state of the deployment, so every
- * instance reports the same values: aggregate them with `max`, not `sum`.
+ * Gauges read when scraped. Those read from the database describe the shared state of the deployment, so every
+ * instance reports the same values: aggregate them with `max`, not `sum`. The pools' are this process's own.
  */
 export function registerDatabaseGauges(metrics: Metrics, orm: Orm, clock: Clock): void {
   const query: Query = (text, params) => sql(orm.em.fork(), text, params);
   const now = () => clock.now();
+  // The pools first: read at once, before the database gauges wait for a connection of the very pool they
+  // describe (a scrape while the pool is full would otherwise say how it was once the wait was over).
+  registerPoolGauges(metrics);
   registerDeliveryGauges(metrics, query, now);
   registerJobQueueGauges(metrics, query);
   registerMoneyGauges(metrics, query, now);
+}
+
+/** This process's database connection pools: in use, idle, and units of work waiting for a connection. */
+function registerPoolGauges(metrics: Metrics): void {
+  metrics.gauge(
+    "db_pool_connections",
+    "This process's pooled database connections by pool (its application_name) and state (in_use, idle).",
+    async () =>
+      poolStats().flatMap((s) => [
+        { labels: { pool: s.name, state: "in_use" }, value: s.inUse },
+        { labels: { pool: s.name, state: "idle" }, value: s.idle },
+      ]),
+  );
+  metrics.gauge(
+    "db_pool_waiting",
+    "Units of work in this process waiting for a pooled database connection, by pool.",
+    async () => poolStats().map((s) => ({ labels: { pool: s.name }, value: s.waiting })),
+  );
 }
 
 /** Webhook deliveries whose time has come, and how long the most overdue one has waited. */

@@ -12,6 +12,7 @@ import {
   createRateLimiter,
 } from "../ratelimit/limiters.service.ts";
 import { createRequestLogService } from "../requestlog/request-log.service.ts";
+import { registerSigningGauges } from "../signing/signing-gauges.ts";
 import { createSigningKeyService } from "../signing/signing-key.service.ts";
 import { createPaymentInstrumentStore } from "../users/payment-instruments.ts";
 import { createUserService } from "../users/user.service.ts";
@@ -25,6 +26,7 @@ export function coreServices(deps: ServiceDeps) {
   const apiKeys = createApiKeyService({ clock, changes, partners });
   const metrics = createMetrics();
   registerDatabaseGauges(metrics, orm, clock);
+  registerSigningGauges(metrics, orm, clock);
   return {
     users,
     partners,

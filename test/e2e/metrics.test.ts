@@ -1,6 +1,7 @@
 import { register } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KeysService } from "../../gen/partner/v1/keys_pb.ts";
+import { sql } from "../../src/platform/db/sql.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { connectClient, rest } from "../support/clients.ts";
@@ -74,6 +75,10 @@ const FAMILIES: Record<string, { type: string; labels: string[] }> = {
   job_queue_oldest_seconds: { type: "gauge", labels: ["queue"] },
   payouts_in_flight: { type: "gauge", labels: ["environment", "status"] },
   debits_due: { type: "gauge", labels: ["environment"] },
+  db_pool_connections: { type: "gauge", labels: ["pool", "state"] },
+  db_pool_waiting: { type: "gauge", labels: ["pool"] },
+  signing_key_active_remaining_seconds: { type: "gauge", labels: ["environment"] },
+  signing_keys_incoming: { type: "gauge", labels: ["environment"] },
 };
 /** Every histogram's bucket bounds, in seconds (`le`), then `+Inf`. */
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30].map(String);
@@ -89,6 +94,10 @@ const FILLED = [
   "payouts_total",
   "retention_purged_rows_total",
   "webhook_deliveries_oldest_due_seconds",
+  "db_pool_connections",
+  "db_pool_waiting",
+  "signing_key_active_remaining_seconds",
+  "signing_keys_incoming",
 ];
 
 /** One sample line, parsed: its name, its labels, and its family (a histogram's without `_bucket`, `_sum`, `_count`). */
@@ -228,6 +237,39 @@ describe("/metrics", () => {
     expect([...filled]).toEqual(expect.arrayContaining(FILLED));
     expect(bounds.size).toBeGreaterThan(0);
     for (const [series, le] of bounds) expect(le, series).toEqual([...BUCKETS, "+Inf"]);
+  });
+
+  it("says how full each database pool of the process is: connections in use and idle, and work waiting", async () => {
+    const pool = (text: string) => ({
+      inUse: sample(text, "db_pool_connections", { pool: "partner-api", state: "in_use" }),
+      idle: sample(text, "db_pool_connections", { pool: "partner-api", state: "idle" }),
+      waiting: sample(text, "db_pool_waiting", { pool: "partner-api" }),
+    });
+    const quiet = pool(await (await scrape()).text());
+    expect(quiet.inUse + quiet.idle).toBeGreaterThan(0);
+    // More units of work than the pool has connections (5 in tests): some run, the rest wait.
+    const held = Array.from({ length: 8 }, () => sql(t.app.orm.em.fork(), "select pg_sleep(2)", []));
+    const busy = await eventually(
+      async () => {
+        const now = pool(await (await scrape()).text());
+        return now.waiting > 0 && now;
+      },
+      { what: "work waiting for a connection" },
+    );
+    expect(busy.inUse).toBeGreaterThanOrEqual(5);
+    await Promise.all(held);
+    expect(pool(await (await scrape()).text()).waiting).toBe(0);
+  });
+
+  it("says how long the signing key that signs now has left, and whether its successor is published", async () => {
+    const text = await (await scrape()).text();
+    for (const environment of ["sandbox", "production"]) {
+      const left = sample(text, "signing_key_active_remaining_seconds", { environment });
+      // A key signs for one calendar quarter: what is left of this one.
+      expect(left, environment).toBeGreaterThan(0);
+      expect(left, environment).toBeLessThanOrEqual(92 * 86_400);
+      expect(sample(text, "signing_keys_incoming", { environment })).toBeGreaterThanOrEqual(0);
+    }
   });
 
   it("adds prom-client's process and Node.js metrics, in the service's own registry", async () => {

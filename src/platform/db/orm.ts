@@ -5,6 +5,7 @@ import pg from "pg";
 import type { Logger } from "../logger.ts";
 import { whileHolding } from "../network-guard.ts";
 import { migrations } from "./migrations/index.ts";
+import { trackPool } from "./pool-stats.ts";
 import { withoutNamedStatements } from "./sql.ts";
 
 /** The ORM type the service uses. */
@@ -109,6 +110,7 @@ export async function createOrm(options: OrmOptions): Promise<Orm> {
           idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
         }),
       onPoolCreated: (pool: pg.Pool) => {
+        trackPool(pool, options.applicationName ?? "partner-api");
         pool.on("connect", (client) => {
           // PostgreSQL ends a session whose transaction sat idle too long (a unit of work stuck on something
           // other than the database): say so loudly, the pool replaces the connection by itself.
