@@ -1,3 +1,5 @@
+// First: the tracing SDK, when the OTEL_* variables ask for it, before anything loads what it instruments.
+import "./platform/telemetry-start.ts";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { type App, createApp } from "./app.ts";
@@ -6,6 +8,7 @@ import { MasterKeyMismatchError } from "./platform/crypto/data-keys.ts";
 import { busyPort } from "./platform/http/port-check.ts";
 import { requestScope } from "./platform/http/request-scope.ts";
 import { createLogger, type Logger } from "./platform/logger.ts";
+import { stopTracing } from "./platform/telemetry.ts";
 import { passwordHashCost } from "./portal/password.ts";
 import { registerService } from "./running-services.ts";
 import { type Runtime, resolveRuntime } from "./runtime.ts";
@@ -107,6 +110,7 @@ function onExit(config: Readonly<Config>, logger: Logger, held: Held): void {
       if (!config.databaseUrl) await fs.rm(serviceFileOf(config), { force: true });
       await held.unregister?.();
       await held.runtime.embedded?.stop();
+      await stopTracing();
       logger.info("stopped");
       process.exit(process.exitCode ?? 0);
     } catch (err) {

@@ -78,6 +78,8 @@ export const DisbursementEntity = defineEntity({
     /** SHA-256 of the exact terms the mandate page showed. */
     acceptanceTermsHash: p.type("bytea").nullable(),
     cancelledAt: p.datetime().nullable(),
+    /** The `traceparent` of the call that created it, for the work that follows to continue its trace. */
+    traceParent: p.text().nullable(),
   },
   checks: [
     { name: "disbursements_principal_kobo_check", expression: "principal_kobo > 0" },

@@ -117,10 +117,11 @@ export const disbursementRepository = {
          insert into disbursements (id, partner_id, environment, user_id, status, principal_kobo, fee_kobo,
            fee_rate_bps, destination, reference, schedule_accepted_at, failure_reason, provider, created_at,
            processing_at, delivered_at, failed_at, reversed_at, acceptance_token_hash, acceptance_token_enc,
-           acceptance_expires_at)
+           acceptance_expires_at, trace_parent)
          select $1::text, $2::text, $3::text, $4::text, $5::text, $6::bigint, $7::bigint, $8::int, $9::text,
                 $10::text, $11::timestamptz, $12::text, $13::text, $14::timestamptz, $15::timestamptz,
-                $16::timestamptz, $17::timestamptz, $18::timestamptz, $19::bytea, $20::bytea, $21::timestamptz
+                $16::timestamptz, $17::timestamptz, $18::timestamptz, $19::bytea, $20::bytea, $21::timestamptz,
+                $28::text
            from today where today.n < $24
          on conflict (partner_id, environment, reference) do nothing
          returning id),
@@ -138,6 +139,7 @@ export const disbursementRepository = {
         installments.map((i) => i.dueDate),
         installments.map((i) => i.amountKobo.toString()),
         rules.debitHourUtc,
+        d.traceParent,
       ],
     );
     return { createdToday: row?.n ?? 0, inserted: row?.inserted === 1 };

@@ -6,6 +6,7 @@ import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId, newId } from "../platform/ids.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import { pageOf, pageSize, unknownCursor } from "../platform/paging.ts";
+import { traceCarrier } from "../platform/telemetry.ts";
 import type { Caller, Environment } from "../platform/tenancy.ts";
 import type { PaymentInstrumentStore } from "../users/user.service.ts";
 import type { BooksService } from "./books.service.ts";
@@ -120,6 +121,7 @@ function newDisbursement(
     deliveredAt: null,
     failedAt: null,
     reversedAt: null,
+    traceParent: traceCarrier().traceparent ?? null,
     acceptanceTokenHash: mandate.tokenHash,
     acceptanceTokenEnc: mandate.tokenEnc,
     acceptanceExpiresAt: o.mandates.expiresAt(

@@ -16,6 +16,7 @@ import type { Em } from "../platform/db/orm.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import { isId } from "../platform/ids.ts";
 import type { Jobs } from "../platform/jobs/jobs.ts";
+import { contextOf, inSpan } from "../platform/telemetry.ts";
 import type { Environment } from "../platform/tenancy.ts";
 import { createPageTokenLookup } from "../platform/unknown-set.ts";
 import type { UserService } from "../users/user.service.ts";
@@ -141,12 +142,20 @@ async function decideRow(
     scheduleAcceptedAt: now,
   });
   if (!accepted) throw new ApiError("mandate_gone");
-  // The payout and every debit are queued in the acceptance's transaction: nothing before it, nothing lost.
-  await o.jobs.send(tx, PAYOUT_QUEUE, { disbursementId: d.id });
-  await o.jobs.insert(
-    tx,
-    COLLECT_QUEUE,
-    installments.map((i) => ({ data: { installmentId: i.id }, startAfter: i.nextAttemptAt ?? now })),
+  // The payout and every debit are queued in the acceptance's transaction: nothing before it, nothing lost. With
+  // tracing on, in a span of the partner's call that created the disbursement, which their jobs then continue.
+  await inSpan(
+    "disbursement.accept",
+    { "partner_api.disbursement_id": d.id },
+    async () => {
+      await o.jobs.send(tx, PAYOUT_QUEUE, { disbursementId: d.id });
+      await o.jobs.insert(
+        tx,
+        COLLECT_QUEUE,
+        installments.map((i) => ({ data: { installmentId: i.id }, startAfter: i.nextAttemptAt ?? now })),
+      );
+    },
+    contextOf({ traceparent: d.traceParent }),
   );
   return { outcome: "accepted", disbursementId: d.id };
 }

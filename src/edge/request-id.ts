@@ -1,3 +1,4 @@
+import { type Span, SpanStatusCode } from "@opentelemetry/api";
 import { ApiError } from "../platform/errors.ts";
 import type { Handler } from "../platform/http/listener.ts";
 import { requestScope } from "../platform/http/request-scope.ts";
@@ -7,6 +8,7 @@ import { newId } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import { outcomeIfAny } from "../platform/rpc/context.ts";
+import { inContext, serverSpan } from "../platform/telemetry.ts";
 import type { RequestLogWriter } from "../requestlog/request-log.writer.ts";
 import { type AddressAdmission, admitAddress, settleAddress } from "./address-guard.ts";
 import { routeOf } from "./routes.ts";
@@ -16,6 +18,8 @@ const REQUEST_ID = Symbol("requestId");
 type Tagged = { [REQUEST_ID]?: string };
 const STARTED = Symbol("started");
 type Timed = { [STARTED]?: number };
+const SPAN = Symbol("span");
+type Traced = { [SPAN]?: Span };
 
 /** The `req_` id given to a request on arrival (a fresh one for a request that never reached the edge). */
 export const requestIdOf = (req: unknown): string => (req as Tagged)[REQUEST_ID] ?? newId("req");
@@ -46,6 +50,8 @@ function recorder({ logger, listener, metrics, addresses, requests }: RequestLog
     const path = q === -1 ? url : url.slice(0, q);
     const { face, route } = routeOf(req, path, this.statusCode);
     metrics.http.record(listener, face, route, req.method ?? "", this.statusCode, seconds);
+    const span = (this as Traced)[SPAN];
+    if (span) endServerSpan(span, req.method ?? "", route, face, this.statusCode);
     if (addresses) settleAddress(addresses.guard, req, this.statusCode);
     const outcome = requests && outcomeIfAny(req);
     if (outcome?.keyCaller) {
@@ -111,6 +117,21 @@ export function withRequestId(handler: Handler, log: RequestLog): Handler {
       return writeRestError(res, new ApiError("method_not_allowed"), id);
     }
     if (log.addresses && !admitAddress(log.addresses, req, res, id)) return;
-    requestScope.run(id, handler, req, res);
+    // With tracing on, the request's span (continuing the caller's `traceparent`) holds all its work.
+    const traced = serverSpan(req.method ?? "", req.headers, {
+      "partner_api.request_id": id,
+      "partner_api.listener": log.listener,
+    });
+    if (!traced) return requestScope.run(id, handler, req, res);
+    (res as Traced)[SPAN] = traced.span;
+    inContext(traced.ctx, () => requestScope.run(id, handler, req, res));
   };
+}
+
+/** Names a request's span by its route template (never a raw path: ids stay out of span names) and ends it. */
+function endServerSpan(span: Span, method: string, route: string, face: string, status: number): void {
+  span.updateName(`${method} ${route}`);
+  span.setAttributes({ "http.route": route, "http.response.status_code": status, "partner_api.face": face });
+  if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+  span.end();
 }

@@ -1,3 +1,5 @@
+import { currentIds } from "./telemetry.ts";
+
 /** Log levels, most verbose first. */
 export type LogLevel = "debug" | "info" | "warn" | "error" | "silent";
 
@@ -42,6 +44,9 @@ export function createLogger(options: LoggerOptions): Logger {
   const emit = (level: LogLevel, msg: string, fields?: LogFields) => {
     if (rank[level] < min) return;
     const line: LogFields = { time: new Date().toISOString(), level, msg, ...bindings };
+    // With tracing on, a line written inside a span names it: the trace an operator follows from the line.
+    const ids = currentIds();
+    if (ids) Object.assign(line, ids);
     if (fields) for (const [k, v] of Object.entries(fields)) line[k] = k === "err" ? serialiseError(v) : v;
     write(JSON.stringify(line));
   };

@@ -43,13 +43,24 @@ export const NETWORK_WHILE_HOLDING = "network call started inside a database tra
 
 const listeners = new Set<(v: NetworkWhileHolding) => void>();
 
+let exempt: () => boolean = () => false;
+
+/**
+ * Calls for which `test` answers true are not the caller's: the tracing SDK's exports, sent from a timer that
+ * may have been set while a span ended inside a transaction, and so carry its async context though they hold
+ * nothing ({@link ../platform/telemetry.ts}).
+ */
+export function exemptNetworkCalls(test: () => boolean): void {
+  exempt = test;
+}
+
 /**
  * Reports an outbound call that is about to start. Call sites of the service's own resolvers call it; HTTP and
  * `fetch` are seen through diagnostics channels. Outside a transaction it costs one AsyncLocalStorage read.
  */
 export function networkStarting(kind: string, target: string): void {
   const what = holding.getStore();
-  if (what === undefined || listeners.size === 0) return;
+  if (what === undefined || listeners.size === 0 || exempt()) return;
   const stack = (new Error().stack ?? "").split("\n").slice(2, 14).join("\n");
   const violation = { kind, target, holding: what, stack };
   for (const listener of listeners) listener(violation);

@@ -1,7 +1,9 @@
+import type { Context } from "@opentelemetry/api";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import type { Logger } from "../platform/logger.ts";
+import { inSpan, tracingOn } from "../platform/telemetry.ts";
 import { type Environment, environments } from "../platform/tenancy.ts";
 import { CIRCUIT_MIN_WAIT_MS, type CircuitView, type Hook } from "./circuit-view.ts";
 import type { DeliveryLimits } from "./delivery.worker.ts";
@@ -31,6 +33,8 @@ export interface Item {
   startBy: number;
   /** Ends the wait of {@link admit} with `wait` for it. */
   settle: (() => void) | undefined;
+  /** With tracing on, the trace its event was raised in, which its attempt continues. */
+  trace?: Context | undefined;
 }
 
 /** One environment's capacity, and the writer that records its attempts. */
@@ -177,7 +181,12 @@ function start(w: Dispatch, lane: Lane, item: Item, hook: Hook, isProbe: boolean
     return;
   }
   hook.running.set(item.d.id, Date.now());
-  w.track(run(w, lane, item, hook, isProbe));
+  const attempt = () => run(w, lane, item, hook, isProbe);
+  w.track(
+    tracingOn
+      ? inSpan("webhook.attempt", { "partner_api.delivery_id": item.d.id }, attempt, item.trace)
+      : attempt(),
+  );
 }
 
 /** Signs and sends one attempt; never throws (a secret this process cannot open is logged). */
@@ -234,7 +243,13 @@ async function run(w: Dispatch, lane: Lane, item: Item, hook: Hook, isProbe: boo
  * Claims the due deliveries among `ids` that no other worker holds (the others are left alone) and puts them
  * in line; resolves once they are claimed, or, with `wait`, once each is recorded or parked.
  */
-export async function admit(w: Dispatch, em: Em, ids: string[], wait = false): Promise<number> {
+export async function admit(
+  w: Dispatch,
+  em: Em,
+  ids: string[],
+  wait = false,
+  traces?: ReadonlyMap<string, Context | undefined>,
+): Promise<number> {
   if (w.stopped) throw new Error("the webhook delivery worker is stopping");
   w.tidy ??= setInterval(() => expire(w), 250).unref();
   const now = w.clock.now();
@@ -260,6 +275,7 @@ export async function admit(w: Dispatch, em: Em, ids: string[], wait = false): P
       d,
       startBy: Date.now() + w.holdMs,
       settle,
+      trace: traces?.get(d.id),
     };
     touched.add(lane);
     // A line that will not move in time waits in the database, holding no claim; so does a full lane.

@@ -1,3 +1,4 @@
+import type { Context } from "@opentelemetry/api";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { SecretBox } from "../platform/crypto/secret-box.ts";
@@ -114,7 +115,8 @@ export function createDeliveryWorker(o: DeliveryWorkerOptions) {
 
   return {
     /** Claims and lines up due deliveries among `ids` (a batch of wake-ups); resolves once they are claimed. */
-    admit: (em: Em, ids: string[]) => admit(w, em, ids),
+    admit: (em: Em, ids: string[], traces?: ReadonlyMap<string, Context | undefined>) =>
+      admit(w, em, ids, false, traces),
 
     /**
      * Makes one attempt for each due delivery among `ids` (the others are left alone) and resolves once each is

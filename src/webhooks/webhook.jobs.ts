@@ -3,6 +3,7 @@ import { ms } from "../platform/clock.ts";
 import type { Orm } from "../platform/db/orm.ts";
 import type { Jobs } from "../platform/jobs/jobs.ts";
 import type { Logger } from "../platform/logger.ts";
+import { contextOf, tracingOn } from "../platform/telemetry.ts";
 import { environments } from "../platform/tenancy.ts";
 import type { DeliveryWorker } from "./delivery.worker.ts";
 import { DELIVER_QUEUES } from "./outbox.service.ts";
@@ -49,6 +50,10 @@ export async function startWebhookJobs(o: WebhookJobsOptions): Promise<() => voi
         o.worker.admit(
           em,
           jobs.map((j) => j.deliveryId),
+          // With tracing on, each attempt continues the trace its event was raised in (its wake-up carries it).
+          tracingOn
+            ? new Map(jobs.map((j) => [j.deliveryId, contextOf(j as { traceparent?: unknown })]))
+            : undefined,
         ),
     );
   }

@@ -1,5 +1,6 @@
 import { PgBoss } from "pg-boss";
 import type { Logger } from "../logger.ts";
+import { tracingOn } from "../telemetry.ts";
 
 /**
  * Every queue and the payload of its jobs. A new queue is added here first, so senders and workers agree
@@ -166,6 +167,9 @@ export async function startBoss({
     maintenanceIntervalSeconds: MAINTENANCE_INTERVAL_SECONDS,
     persistWarnings: false,
     persistQueueStats: false,
+    // With tracing on (platform/telemetry.ts), pg-boss's own spans (send, process, complete), a job continuing
+    // the trace that sent it; off, pg-boss does no telemetry work at all.
+    openTelemetry: { enabled: tracingOn, propagateContext: true },
   });
   boss.on("error", (err) => {
     // PostgreSQL closing a connection itself (57P01: its own shutdown, a restart or failover, an administrator's

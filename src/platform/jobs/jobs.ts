@@ -1,5 +1,6 @@
 import { fromKysely, type PgBoss, type SendOptions, type WorkOptions } from "pg-boss";
 import type { Em, Orm } from "../db/orm.ts";
+import { contextOf, inSpan, traceCarrier, tracingOn } from "../telemetry.ts";
 import type { QueueName, Queues } from "./boss.ts";
 
 /** A job to enqueue in a batch. */
@@ -50,6 +51,9 @@ export interface JobsOptions {
   orm: Orm;
 }
 
+/** A job's data with the current trace context (`traceparent`), so the job continues the trace that queued it. */
+const traced = (data: object): object => (tracingOn ? { ...data, ...traceCarrier() } : data);
+
 /** Creates the typed job runner over pg-boss. */
 export function createJobs({ boss, orm }: JobsOptions): Jobs {
   // pg-boss writes through the transaction's own connection (its `db` option), never a second one.
@@ -58,12 +62,25 @@ export function createJobs({ boss, orm }: JobsOptions): Jobs {
     // MikroORM's transaction context is a Kysely transaction; pg-boss's adapter names its own Kysely type.
     return context ? { db: fromKysely(context as never) } : {};
   };
+  // With tracing on, each job runs in a span continuing the trace of the work that queued it (its data carries
+  // that work's `traceparent`, see `traced` below).
+  const run = <Q extends QueueName>(
+    name: Q,
+    data: Queues[Q],
+    handler: (em: Em, data: Queues[Q]) => Promise<unknown>,
+  ) =>
+    inSpan(
+      `job ${name}`,
+      { "messaging.destination.name": name },
+      () => handler(orm.em.fork(), data),
+      contextOf(data as { traceparent?: unknown }),
+    );
   return {
     async work(name, { parallel, ...options }, handler) {
       await boss.work<Queues[typeof name]>(name, options, async (jobs) => {
-        if (parallel) return Promise.all(jobs.map((j) => handler(orm.em.fork(), j.data)));
+        if (parallel) return Promise.all(jobs.map((j) => run(name, j.data, handler)));
         const outputs: unknown[] = [];
-        for (const j of jobs) outputs.push(await handler(orm.em.fork(), j.data));
+        for (const j of jobs) outputs.push(await run(name, j.data, handler));
         return outputs.length === 1 ? outputs[0] : outputs;
       });
     },
@@ -76,7 +93,7 @@ export function createJobs({ boss, orm }: JobsOptions): Jobs {
       );
     },
     async send(em, name, data, options = {}) {
-      await boss.send(name, data as object, { ...options, ...db(em) });
+      await boss.send(name, traced(data), { ...options, ...db(em) });
     },
     async sendNow(name, data) {
       await boss.send(name, data as object);
@@ -85,7 +102,7 @@ export function createJobs({ boss, orm }: JobsOptions): Jobs {
       if (items.length === 0) return;
       await boss.insert(
         name,
-        items.map((i) => ({ data: i.data as object, ...(i.startAfter ? { startAfter: i.startAfter } : {}) })),
+        items.map((i) => ({ data: traced(i.data), ...(i.startAfter ? { startAfter: i.startAfter } : {}) })),
         db(em),
       );
     },

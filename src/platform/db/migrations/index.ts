@@ -28,6 +28,7 @@ import { Migration20261202000000_counterparty_days } from "./Migration2026120200
 import { Migration20261203000000_replica_reads } from "./Migration20261203000000_replica_reads.ts";
 import { Migration20261204000000_request_log } from "./Migration20261204000000_request_log.ts";
 import { Migration20261205000000_event_subjects } from "./Migration20261205000000_event_subjects.ts";
+import { Migration20261206000000_disbursement_trace } from "./Migration20261206000000_disbursement_trace.ts";
 
 /** Every migration, oldest first. Listed explicitly so no file discovery is needed at run time. */
 export const migrations = [
@@ -70,4 +71,5 @@ export const migrations = [
   { name: "Migration20261203000000_replica_reads", class: Migration20261203000000_replica_reads },
   { name: "Migration20261204000000_request_log", class: Migration20261204000000_request_log },
   { name: "Migration20261205000000_event_subjects", class: Migration20261205000000_event_subjects },
+  { name: "Migration20261206000000_disbursement_trace", class: Migration20261206000000_disbursement_trace },
 ];

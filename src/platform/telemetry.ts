@@ -1,0 +1,151 @@
+import { createRequire } from "node:module";
+import {
+  type Attributes,
+  type Context,
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from "@opentelemetry/api";
+import { exemptNetworkCalls } from "./network-guard.ts";
+
+/**
+ * Tracing with the OpenTelemetry SDK (docs/operations.md "Traces"), off unless the standard variables ask for an
+ * exporter: `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `OTEL_TRACES_EXPORTER`
+ * other than `none`. Everything else is the SDK's own reading of the standard variables: the protocol
+ * (`OTEL_EXPORTER_OTLP_PROTOCOL`, http/protobuf by default), sampling (`OTEL_TRACES_SAMPLER`,
+ * `OTEL_TRACES_SAMPLER_ARG`), the service's name (`OTEL_SERVICE_NAME`, `partner-api` unless set), resource
+ * attributes, propagators. Off, nothing is loaded beyond the API, whose calls then do nothing.
+ */
+export function tracingRequested(env: NodeJS.ProcessEnv = process.env): boolean {
+  const exporter = env.OTEL_TRACES_EXPORTER?.trim();
+  if (exporter === "none") return false;
+  return Boolean(exporter || env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
+}
+
+let started: { shutdown(): Promise<void> } | undefined;
+
+/** Whether this process traces: checked before any work done only for traces, so that off costs nothing. */
+export let tracingOn = false;
+
+/**
+ * Starts the SDK when {@link tracingRequested}: the `pg` instrumentation (a span per statement), `http` and
+ * `undici` for outgoing calls (webhook attempts, the payment provider, SMS), each carrying `traceparent`.
+ * Incoming requests get their span from the edge ({@link serverSpan}), the same on every face (HTTP/1.1 and
+ * HTTP/2, REST, Connect, gRPC, gRPC-Web). Runs before the service's modules load `pg` (src/main.ts imports it
+ * first), and loads `pg`, `http` and `https` itself so that they are the instrumented ones.
+ */
+export function startTracing(env: NodeJS.ProcessEnv = process.env): void {
+  if (started || !tracingRequested(env)) return;
+  env.OTEL_SERVICE_NAME ??= "partner-api";
+  // Loaded only now (synchronously, before the modules after this one in src/main.ts): off, none of it loads.
+  const require = createRequire(import.meta.url);
+  const { NodeSDK } = require("@opentelemetry/sdk-node") as typeof import("@opentelemetry/sdk-node");
+  const { PgInstrumentation } =
+    require("@opentelemetry/instrumentation-pg") as typeof import("@opentelemetry/instrumentation-pg");
+  const { HttpInstrumentation } =
+    require("@opentelemetry/instrumentation-http") as typeof import("@opentelemetry/instrumentation-http");
+  const { UndiciInstrumentation } =
+    require("@opentelemetry/instrumentation-undici") as typeof import("@opentelemetry/instrumentation-undici");
+  const { isTracingSuppressed } = require("@opentelemetry/core") as typeof import("@opentelemetry/core");
+  // The SDK exports with tracing suppressed in its context: those calls are its own, never a transaction's.
+  exemptNetworkCalls(() => isTracingSuppressed(context.active()));
+  const sdk = new NodeSDK({
+    instrumentations: [
+      new PgInstrumentation({ requireParentSpan: true }),
+      new HttpInstrumentation({
+        disableIncomingRequestInstrumentation: true,
+        requireParentforOutgoingSpans: true,
+      }),
+      new UndiciInstrumentation({ requireParentforSpans: true }),
+    ],
+  });
+  sdk.start();
+  // The instrumentations patch a module when it is required: require these once now, so the instances the
+  // service's own imports get (the same module objects) are the patched ones.
+  for (const name of ["pg", "http", "https"]) require(name);
+  started = sdk;
+  tracingOn = true;
+}
+
+/** Flushes and stops the SDK (at the end of a clean stop), so the last spans are sent. */
+export async function stopTracing(): Promise<void> {
+  const sdk = started;
+  started = undefined;
+  tracingOn = false;
+  await sdk?.shutdown();
+}
+
+const tracer = () => trace.getTracer("partner-api");
+
+/**
+ * The span of one incoming request, continuing the caller's trace when it sent `traceparent`; `undefined` when
+ * tracing is off. Its context is the one {@link inSpan} runs the request's work in.
+ */
+export function serverSpan(
+  method: string,
+  headers: Record<string, string | string[] | undefined>,
+  attributes: Attributes,
+): { span: Span; ctx: Context } | undefined {
+  if (!tracingOn) return undefined;
+  const parent = propagation.extract(ROOT_CONTEXT, headers);
+  const span = tracer().startSpan(method, { kind: SpanKind.SERVER, attributes }, parent);
+  return { span, ctx: trace.setSpan(parent, span) };
+}
+
+/** Runs `fn` in `ctx` (a span's), or as it is when there is none. */
+export function inContext<A extends unknown[], R>(
+  ctx: Context | undefined,
+  fn: (...args: A) => R,
+  ...args: A
+): R {
+  return ctx ? context.with(ctx, fn, undefined, ...args) : fn(...args);
+}
+
+/**
+ * Runs `fn` in a span of its own (a child of the current one, or of `parent` when given), ended when it
+ * settles and marked as an error when it throws. With tracing off, just runs `fn`.
+ */
+export async function inSpan<T>(
+  name: string,
+  attributes: Attributes,
+  fn: () => Promise<T>,
+  parent?: Context,
+): Promise<T> {
+  if (!tracingOn) return fn();
+  const span = tracer().startSpan(name, { attributes }, parent ?? context.active());
+  try {
+    return await context.with(trace.setSpan(parent ?? context.active(), span), fn);
+  } catch (err) {
+    span.recordException(err as Error);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error)?.message });
+    throw err;
+  } finally {
+    span.end();
+  }
+}
+
+/** The W3C trace context of the current span (`traceparent`, and `tracestate` when any), to store with work
+ * that another process will do; empty with tracing off or outside any span. */
+export function traceCarrier(): Record<string, string> {
+  if (!tracingOn) return {};
+  const carrier: Record<string, string> = {};
+  propagation.inject(context.active(), carrier);
+  return carrier;
+}
+
+/** The context a stored carrier names, to continue its trace in; undefined for none. */
+export function contextOf(carrier: { traceparent?: unknown; tracestate?: unknown } | null | undefined) {
+  if (!tracingOn || typeof carrier?.traceparent !== "string") return undefined;
+  return propagation.extract(ROOT_CONTEXT, carrier);
+}
+
+/** The current span's trace and span ids, for log lines; undefined outside a (sampled or not) span. */
+export function currentIds(): { trace_id: string; span_id: string } | undefined {
+  if (!tracingOn) return undefined;
+  const s = trace.getActiveSpan()?.spanContext();
+  return s && trace.isSpanContextValid(s) ? { trace_id: s.traceId, span_id: s.spanId } : undefined;
+}

@@ -1,0 +1,185 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createWebhook } from "../factories/events.ts";
+import { createPartner, type PartnerFixture } from "../factories/partners.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { rest } from "../support/clients.ts";
+import { acceptMandate } from "../support/mandates.ts";
+import { type OtlpReceiver, startOtlpReceiver } from "../support/otlp-receiver.ts";
+import { PROCESS_TEST_TIMEOUT_MS, type ServiceProcess, startServiceProcess } from "../support/process.ts";
+import { startReceiver, type TestReceiver } from "../support/receiver.ts";
+import { eventually } from "../support/wait.ts";
+
+// One trace from a partner's call to the webhook it caused: an API process and a worker process, each exporting
+// spans over OTLP/HTTP to a collector in this test. The partner creates a disbursement, the person accepts it,
+// the worker pays it out and delivers DISBURSEMENT_DELIVERED; every step is a span of the partner call's trace,
+// across both processes, and the webhook arrives with that trace's `traceparent`. Without the OTEL variables,
+// nothing is traced: no span, no `traceparent`, no trace id in the log.
+let t: TestApp;
+let p: PartnerFixture;
+let receiver: TestReceiver;
+let collector: OtlpReceiver;
+const processes: ServiceProcess[] = [];
+
+beforeAll(async () => {
+  // This process's app sets up partners (its internal API); it runs no jobs and is not traced.
+  t = await startTestApp({ config: { role: "api" } });
+  p = await createPartner(t);
+  receiver = await startReceiver();
+  collector = await startOtlpReceiver();
+});
+afterAll(async () => {
+  for (const s of processes) if (s.child.exitCode === null) s.child.kill("SIGTERM");
+  await Promise.all(processes.map((s) => s.exited));
+  await receiver?.close();
+  await collector?.close();
+  await t?.stop();
+});
+
+/** The environment of a service process on this file's database; `traced` adds the OTEL variables. */
+function serviceEnv(role: "api" | "worker", traced: boolean): Record<string, string> {
+  const untraced = Object.fromEntries(
+    Object.keys(process.env)
+      .filter((k) => k.startsWith("OTEL_"))
+      .map((k) => [k, ""]),
+  );
+  return {
+    ...untraced,
+    ROLE: role,
+    DATABASE_URL: t.databaseUrl,
+    MASTER_KEY: t.masterKey.toString("hex"),
+    INTERNAL_TOKEN: t.internalToken,
+    ALLOW_LOCAL_WEBHOOKS: "true",
+    LOG_LEVEL: "debug",
+    ...(traced && {
+      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+      OTEL_TRACES_SAMPLER: "always_on",
+      OTEL_BSP_SCHEDULE_DELAY: "100",
+    }),
+  };
+}
+
+async function start(role: "api" | "worker", traced: boolean): Promise<ServiceProcess> {
+  const s = await startServiceProcess(serviceEnv(role, traced));
+  processes.push(s);
+  return s;
+}
+
+async function stop(s: ServiceProcess): Promise<void> {
+  s.child.kill("SIGTERM");
+  await s.exited;
+}
+
+describe("traces", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
+  it("are not made without the OTEL variables: no span exported, no traceparent sent, no trace id logged", async () => {
+    const worker = await start("worker", false);
+    const hook = await createWebhook(t.partnerUrl, p.sandboxKey, {
+      url: `${receiver.url}/untraced`,
+      events: ["*"],
+    });
+    const sent = await rest(t.partnerUrl, "POST", `/partner/v1/webhooks/${hook.id}/test`, {
+      key: p.sandboxKey,
+      body: {},
+    });
+    expect(sent.status).toBe(200);
+    const [delivery] = await receiver.waitFor(1);
+    expect(delivery?.headers.traceparent).toBeUndefined();
+    await stop(worker);
+    expect(worker.logs.filter((l) => "trace_id" in l)).toEqual([]);
+    expect(collector.spans).toEqual([]);
+    await rest(t.partnerUrl, "DELETE", `/partner/v1/webhooks/${hook.id}`, { key: p.sandboxKey });
+  });
+
+  it("follow a partner's disbursement from its call through acceptance and payout to its webhook, across processes", async () => {
+    const api = await start("api", true);
+    const worker = await start("worker", true);
+    const partnerUrl = api.partnerUrl as string;
+    await createWebhook(partnerUrl, p.sandboxKey, {
+      url: `${receiver.url}/traced`,
+      events: ["DISBURSEMENT_DELIVERED"],
+    });
+    const link = await rest(partnerUrl, "POST", "/partner/v1/consent-links", {
+      key: p.sandboxKey,
+      body: { phoneNumber: "+2348000000002", scopes: ["standing"], ledgerWindowDays: 30 },
+    });
+    await rest(partnerUrl, "POST", `/partner/v1/sandbox/consent-links/${link.body.id}/accept`, {
+      key: p.sandboxKey,
+    });
+    const created = await rest(partnerUrl, "POST", "/partner/v1/disbursements", {
+      key: p.sandboxKey,
+      headers: { "idempotency-key": "traced-1" },
+      body: {
+        userId: "usr_sandboxEstablished",
+        principalKobo: "1000000",
+        destination: "WALLET",
+        reference: "traced-1",
+        repaymentSchedule: {
+          installments: [
+            {
+              dueDate: new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10),
+              amountKobo: "1100000",
+            },
+          ],
+        },
+      },
+    });
+    expect(created.status).toBe(200);
+    await acceptMandate({ ...t, partnerUrl }, p.sandboxKey, created.body.id);
+    const delivered = await eventually(
+      () => receiver.received.find((r) => r.body.includes('"DISBURSEMENT_DELIVERED"')),
+      { timeoutMs: 60_000, what: "the DISBURSEMENT_DELIVERED webhook" },
+    );
+    // The webhook carries the trace of the partner's call that created the disbursement.
+    const traceparent = String(delivered.headers.traceparent ?? "");
+    expect(traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
+    const traceId = traceparent.split("-")[1] as string;
+    // Both processes export a batch every 100 ms: wait for the attempt's own span.
+    await eventually(() => collector.spans.some((s) => s.traceId === traceId && s.name === "POST"), {
+      what: "the webhook attempt's span",
+    });
+    const create = await eventually(
+      () => collector.spans.find((s) => s.name === "POST /partner/v1/disbursements" && s.kind === 2),
+      { what: "the partner call's span" },
+    );
+    const byTrace = () =>
+      [...new Set(collector.spans.map((s) => s.traceId))].map(
+        (id) =>
+          `${id}: ${collector.spans
+            .filter((s) => s.traceId === id)
+            .map((s) => s.name)
+            .join(", ")}`,
+      );
+    expect(create.traceId, byTrace().join("\n")).toBe(traceId);
+    expect(create.attributes["partner_api.request_id"]).toBe(created.headers.get("x-request-id"));
+    // Its steps, in both processes: the acceptance, the payout job, the delivery's wake-up and attempt, the
+    // attempt's request, and the statements each ran.
+    const inTrace = () => collector.spans.filter((s) => s.traceId === traceId);
+    await eventually(
+      () => {
+        const names = inTrace().map((s) => s.name);
+        return (
+          names.includes("disbursement.accept") &&
+          names.includes("job disbursements.payout") &&
+          names.includes("process webhooks.deliver-sandbox") &&
+          names.includes("webhook.attempt") &&
+          names.some((n) => n === "POST") &&
+          names.some((n) => n.startsWith("pg.query"))
+        );
+      },
+      {
+        timeoutMs: 30_000,
+        what: `the trace's spans (so far: ${[...new Set(inTrace().map((s) => s.name))].join(", ")})`,
+      },
+    );
+    expect(new Set(inTrace().map((s) => s.pid))).toEqual(new Set([api.child.pid, worker.child.pid]));
+    // Every span of the trace hangs from another of it, but the partner call's own.
+    const ids = new Set(inTrace().map((s) => s.spanId));
+    expect(
+      inTrace()
+        .filter((s) => !ids.has(s.parentSpanId))
+        .map((s) => s.name),
+    ).toEqual(["POST /partner/v1/disbursements"]);
+    // The log lines written in that trace say so.
+    expect([...api.logs, ...worker.logs].some((l) => l.trace_id === traceId)).toBe(true);
+  });
+});
