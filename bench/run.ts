@@ -19,6 +19,7 @@ const benches: { name: string; file: string; env?: Record<string, string> }[] = 
   { name: "portal", file: "portal" },
   { name: "replicas", file: "replicas" },
   { name: "requestlog", file: "request-log" },
+  { name: "tracing", file: "tracing" },
   { name: "scaleout", file: "scaleout" },
   { name: "scaleout webhooks", file: "webhooks", env: { BENCH_INSTANCES: "2" } },
   { name: "scaleout retries", file: "retries", env: { BENCH_INSTANCES: "2" } },

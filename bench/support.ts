@@ -25,11 +25,15 @@ export interface BenchService {
 }
 
 /** Starts `node src/main.ts` with generous rate limits (and limits on expensive work) unless told otherwise. */
-export async function startService(env: Record<string, string> = {}): Promise<BenchService> {
+export async function startService(
+  env: Record<string, string> = {},
+  /** Another checkout of the service to run (a baseline to compare with), the repository's own by default. */
+  cwd = root,
+): Promise<BenchService> {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "partner-api-bench-"));
   await fs.chmod(dataDir, 0o755);
   const child = spawn(process.execPath, ["src/main.ts"], {
-    cwd: root,
+    cwd,
     env: {
       ...process.env,
       DATA_DIR: dataDir,

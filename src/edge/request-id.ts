@@ -8,7 +8,7 @@ import { newId } from "../platform/ids.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import { outcomeIfAny } from "../platform/rpc/context.ts";
-import { inContext, serverSpan } from "../platform/telemetry.ts";
+import { inContext, serverSpan, tracingOn } from "../platform/telemetry.ts";
 import type { RequestLogWriter } from "../requestlog/request-log.writer.ts";
 import { type AddressAdmission, admitAddress, settleAddress } from "./address-guard.ts";
 import { routeOf } from "./routes.ts";
@@ -117,11 +117,14 @@ export function withRequestId(handler: Handler, log: RequestLog): Handler {
       return writeRestError(res, new ApiError("method_not_allowed"), id);
     }
     if (log.addresses && !admitAddress(log.addresses, req, res, id)) return;
-    // With tracing on, the request's span (continuing the caller's `traceparent`) holds all its work.
-    const traced = serverSpan(req.method ?? "", req.headers, {
-      "partner_api.request_id": id,
-      "partner_api.listener": log.listener,
-    });
+    // With tracing on, the request's span (continuing the caller's `traceparent`) holds all its work; off, this
+    // costs one flag read.
+    const traced = tracingOn
+      ? serverSpan(req.method ?? "", req.headers, {
+          "partner_api.request_id": id,
+          "partner_api.listener": log.listener,
+        })
+      : undefined;
     if (!traced) return requestScope.run(id, handler, req, res);
     (res as Traced)[SPAN] = traced.span;
     inContext(traced.ctx, () => requestScope.run(id, handler, req, res));

@@ -41,6 +41,10 @@ export let tracingOn = false;
 export function startTracing(env: NodeJS.ProcessEnv = process.env): void {
   if (started || !tracingRequested(env)) return;
   env.OTEL_SERVICE_NAME ??= "partner-api";
+  // Traces only: the metrics are Prometheus's at /metrics, the log lines JSON on stdout. Either may still be
+  // asked for with its own standard variable.
+  env.OTEL_METRICS_EXPORTER ??= "none";
+  env.OTEL_LOGS_EXPORTER ??= "none";
   // Loaded only now (synchronously, before the modules after this one in src/main.ts): off, none of it loads.
   const require = createRequire(import.meta.url);
   const { NodeSDK } = require("@opentelemetry/sdk-node") as typeof import("@opentelemetry/sdk-node");
