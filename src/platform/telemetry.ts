@@ -59,12 +59,22 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): void {
   exemptNetworkCalls(() => isTracingSuppressed(context.active()));
   const sdk = new NodeSDK({
     instrumentations: [
-      new PgInstrumentation({ requireParentSpan: true }),
+      new PgInstrumentation({
+        requireParentSpan: true,
+        requestHook: (span, info) => span.setAttributes(statementAttributes(info.query.text)),
+      }),
       new HttpInstrumentation({
         disableIncomingRequestInstrumentation: true,
         requireParentforOutgoingSpans: true,
+        requestHook: (span, req) => {
+          const r = req as { protocol?: string; host?: string };
+          if (r.host) span.setAttributes(urlAttributes(`${r.protocol ?? "https:"}//${r.host}`));
+        },
       }),
-      new UndiciInstrumentation({ requireParentforSpans: true }),
+      new UndiciInstrumentation({
+        requireParentforSpans: true,
+        requestHook: (span, req) => span.setAttributes(urlAttributes(req.origin)),
+      }),
     ],
   });
   sdk.start();
@@ -74,6 +84,31 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): void {
   started = sdk;
   tracingOn = true;
 }
+
+/**
+ * A statement's text for its span, with every string literal blanked (`'?'`): the ORM writes some values into
+ * the text itself, and a trace must hold no personal data or secrets. Bound parameters are never recorded.
+ */
+export function redactStatement(text: string): string {
+  return text.replace(/'(?:[^']|'')*'/g, "'?'");
+}
+
+const statementAttributes = (text: string) => {
+  const redacted = redactStatement(text);
+  return { "db.statement": redacted, "db.query.text": redacted };
+};
+
+/**
+ * An outgoing call's URL attributes cut to its origin: a webhook URL's path or query may be the partner's
+ * secret (a token in it), and the trace goes to whoever runs the collector.
+ */
+export const urlAttributes = (origin: string) => ({
+  "http.url": origin,
+  "url.full": origin,
+  "http.target": "/",
+  "url.path": "/",
+  "url.query": "",
+});
 
 /** Flushes and stops the SDK (at the end of a clean stop), so the last spans are sent. */
 export async function stopTracing(): Promise<void> {

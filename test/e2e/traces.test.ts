@@ -179,6 +179,14 @@ describe("traces", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
         .filter((s) => !ids.has(s.parentSpanId))
         .map((s) => s.name),
     ).toEqual(["POST /partner/v1/disbursements"]);
+    // What a trace holds goes to whoever runs the collector: no webhook URL's path (a partner's token may be in
+    // it), no value written into a statement's text.
+    const attempt = inTrace().find((s) => s.name === "POST");
+    expect(JSON.stringify(attempt?.attributes)).not.toContain("/traced");
+    const literals = inTrace().flatMap(
+      (s) => String(s.attributes["db.statement"] ?? "").match(/'(?:[^']|'')*'/g) ?? [],
+    );
+    expect(literals.filter((l) => l !== "'?'")).toEqual([]);
     // The log lines written in that trace say so.
     expect([...api.logs, ...worker.logs].some((l) => l.trace_id === traceId)).toBe(true);
   });
