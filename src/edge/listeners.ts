@@ -9,6 +9,7 @@ import { createTranscoder } from "../platform/http/transcoder.ts";
 import type { Logger } from "../platform/logger.ts";
 import { precheckTable } from "../platform/rpc/prechecks.ts";
 import { reflectionServices } from "../platform/rpc/reflection.ts";
+import { tracedEdge } from "../platform/rpc/traced-edge.ts";
 import type { RequestLogWriter } from "../requestlog/request-log.writer.ts";
 import { createWebhookPrechecks } from "../webhooks/webhook.prechecks.ts";
 import { internalServices, partnerServices, portalServices } from "./bindings.ts";
@@ -47,25 +48,29 @@ async function startPartnerListener(
   const partnerList = partnerServices(services, o.clock);
   const portalList = portalServices(services.portal);
   compileRequestRules([...partnerList, ...portalList].map((b) => b.service));
-  const edge = createPartnerEdge({
-    ...services,
-    orm,
-    replicas: o.replicas,
-    portal: services.portal.gate,
-    sessionOnly: new Set([PartnerApiKeyService.typeName, RequestLogService.typeName]),
-    prechecks: precheckTable(WebhookService, createWebhookPrechecks(services.webhooks)),
-    validate: validateRequest,
-  });
+  const edge = tracedEdge(
+    createPartnerEdge({
+      ...services,
+      orm,
+      replicas: o.replicas,
+      portal: services.portal.gate,
+      sessionOnly: new Set([PartnerApiKeyService.typeName, RequestLogService.typeName]),
+      prechecks: precheckTable(WebhookService, createWebhookPrechecks(services.webhooks)),
+      validate: validateRequest,
+    }),
+  );
   // The portal's own services: same listener, their own edge (never an API key), never CORS.
-  const portalEdge = createPortalEdge({
-    orm,
-    sessions: services.portal.sessions,
-    publicUrl: services.portal.publicUrl,
-    publicUrlFixed: services.portal.publicUrlFixed,
-    rateLimiter: services.rateLimiter,
-    buckets: config.rateLimits,
-    validate: validateRequest,
-  });
+  const portalEdge = tracedEdge(
+    createPortalEdge({
+      orm,
+      sessions: services.portal.sessions,
+      publicUrl: services.portal.publicUrl,
+      publicUrlFixed: services.portal.publicUrlFixed,
+      rateLimiter: services.rateLimiter,
+      buckets: config.rateLimits,
+      validate: validateRequest,
+    }),
+  );
   const rest = createTranscoder({ services: partnerList, edge, logger, maxBodyBytes: MAX_BODY_BYTES });
   const routes = partnerRoutes({
     services,
@@ -110,7 +115,7 @@ function startInternalListener(o: ListenerOptions): Promise<Listener> {
   const { config, services, logger } = o;
   const connect = connectHandler(
     withReflection(internalServices(services, o.clock)),
-    createInternalEdge(o.internalToken, o.orm, validateRequest),
+    tracedEdge(createInternalEdge(o.internalToken, o.orm, validateRequest)),
     logger,
   );
   return listen({

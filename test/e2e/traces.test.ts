@@ -151,13 +151,16 @@ describe("traces", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
       );
     expect(create.traceId, byTrace().join("\n")).toBe(traceId);
     expect(create.attributes["partner_api.request_id"]).toBe(created.headers.get("x-request-id"));
-    // Its steps, in both processes: the acceptance, the payout job, the delivery's wake-up and attempt, the
+    // Its steps, in both processes: the edge's stages and the handler, the acceptance, the payout job, the delivery's wake-up and attempt, the
     // attempt's request, and the statements each ran.
     const inTrace = () => collector.spans.filter((s) => s.traceId === traceId);
     await eventually(
       () => {
         const names = inTrace().map((s) => s.name);
         return (
+          names.includes("edge.admit") &&
+          names.includes("edge.invoke") &&
+          names.includes("handler") &&
           names.includes("disbursement.accept") &&
           names.includes("job disbursements.payout") &&
           names.includes("process webhooks.deliver-sandbox") &&
