@@ -120,10 +120,13 @@ export function withRequestId(handler: Handler, log: RequestLog): Handler {
     // With tracing on, the request's span (continuing the caller's `traceparent`) holds all its work; off, this
     // costs one flag read.
     const traced = tracingOn
-      ? serverSpan(req.method ?? "", req.headers, {
-          "partner_api.request_id": id,
-          "partner_api.listener": log.listener,
-        })
+      ? serverSpan(
+          req.method ?? "",
+          req.headers,
+          { "partner_api.request_id": id, "partner_api.listener": log.listener },
+          // The operator's internal listener is trusted to continue its own traces; partners' calls are linked.
+          log.listener === "internal",
+        )
       : undefined;
     if (!traced) return requestScope.run(id, handler, req, res);
     (res as Traced)[SPAN] = traced.span;

@@ -45,6 +45,8 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): void {
   // asked for with its own standard variable.
   env.OTEL_METRICS_EXPORTER ??= "none";
   env.OTEL_LOGS_EXPORTER ??= "none";
+  // W3C Trace Context only: no baggage (a caller's, up to 8 KB, would ride along on every job and outgoing call).
+  env.OTEL_PROPAGATORS ??= "tracecontext";
   // Loaded only now (synchronously, before the modules after this one in src/main.ts): off, none of it loads.
   const require = createRequire(import.meta.url);
   const { NodeSDK } = require("@opentelemetry/sdk-node") as typeof import("@opentelemetry/sdk-node");
@@ -128,11 +130,31 @@ export function serverSpan(
   method: string,
   headers: Record<string, string | string[] | undefined>,
   attributes: Attributes,
+  trustCaller: boolean,
 ): { span: Span; ctx: Context } | undefined {
   if (!tracingOn) return undefined;
-  const parent = propagation.extract(ROOT_CONTEXT, headers);
-  const span = tracer().startSpan(method, { kind: SpanKind.SERVER, attributes }, parent);
+  // `traceparent` alone: a caller's `tracestate` is never carried into our work.
+  const caller = trace.getSpanContext(
+    propagation.extract(ROOT_CONTEXT, { traceparent: headers.traceparent }),
+  );
+  // A partner's trace is linked, never continued: its sampled flag must not decide what this service records
+  // (every call forced into the traces), nor its trace id which trace our work joins. An operator's is continued.
+  const parent = trustCaller && caller ? trace.setSpanContext(ROOT_CONTEXT, caller) : ROOT_CONTEXT;
+  const links = !trustCaller && caller ? [{ context: caller }] : [];
+  const span = tracer().startSpan(
+    method,
+    { kind: SpanKind.SERVER, attributes, links, root: !trustCaller },
+    parent,
+  );
   return { span, ctx: trace.setSpan(parent, span) };
+}
+
+/**
+ * `fn`, to be run later (a timer, a loop) outside whatever trace is current where it is scheduled: work for
+ * every partner must never run in one partner's trace. With tracing off, `fn` itself.
+ */
+export function detached<A extends unknown[], R>(fn: (...args: A) => R): (...args: A) => R {
+  return tracingOn ? context.bind(ROOT_CONTEXT, fn) : fn;
 }
 
 /** Runs `fn` in `ctx` (a span's), or as it is when there is none. */
@@ -169,11 +191,11 @@ export async function inSpan<T>(
 
 /** The W3C trace context of the current span (`traceparent`, and `tracestate` when any), to store with work
  * that another process will do; empty with tracing off or outside any span. */
-export function traceCarrier(): Record<string, string> {
+export function traceCarrier(): { traceparent?: string } {
   if (!tracingOn) return {};
   const carrier: Record<string, string> = {};
   propagation.inject(context.active(), carrier);
-  return carrier;
+  return carrier.traceparent ? { traceparent: carrier.traceparent } : {};
 }
 
 /** The context a stored carrier names, to continue its trace in; undefined for none. */

@@ -1,5 +1,6 @@
 import type { Em } from "../platform/db/orm.ts";
 import type { Logger } from "../platform/logger.ts";
+import { detached } from "../platform/telemetry.ts";
 import { type LoggedCall, requestLogRepository } from "./request-log.repository.ts";
 
 /** Why calls were left out of the log: `request_log_dropped_total{reason}`. */
@@ -69,7 +70,8 @@ export function createRequestLogWriter(o: RequestLogWriterOptions): RequestLogWr
     }
   };
 
-  const start = () => {
+  // Detached: a batch holds every partner's calls, so it is written in no partner's trace.
+  const start = detached(() => {
     clearTimeout(timer);
     timer = undefined;
     if (writing) return;
@@ -78,7 +80,7 @@ export function createRequestLogWriter(o: RequestLogWriterOptions): RequestLogWr
       // Calls that came while the last batch was written wait for their own linger, or a full batch.
       if (held.length) schedule();
     });
-  };
+  });
 
   const schedule = () => {
     if (writing) return;

@@ -1,9 +1,9 @@
-import type { Context } from "@opentelemetry/api";
+import { type Context, ROOT_CONTEXT } from "@opentelemetry/api";
 import type { Clock } from "../platform/clock.ts";
 import { ms } from "../platform/clock.ts";
 import type { Em } from "../platform/db/orm.ts";
 import type { Logger } from "../platform/logger.ts";
-import { inSpan, tracingOn } from "../platform/telemetry.ts";
+import { detached, inSpan, tracingOn } from "../platform/telemetry.ts";
 import { type Environment, environments } from "../platform/tenancy.ts";
 import { CIRCUIT_MIN_WAIT_MS, type CircuitView, type Hook } from "./circuit-view.ts";
 import type { DeliveryLimits } from "./delivery.worker.ts";
@@ -184,7 +184,13 @@ function start(w: Dispatch, lane: Lane, item: Item, hook: Hook, isProbe: boolean
   const attempt = () => run(w, lane, item, hook, isProbe);
   w.track(
     tracingOn
-      ? inSpan("webhook.attempt", { "partner_api.delivery_id": item.d.id }, attempt, item.trace)
+      ? // Its own event's trace, or a trace of its own: never the one current here (another partner's attempt).
+        inSpan(
+          "webhook.attempt",
+          { "partner_api.delivery_id": item.d.id },
+          attempt,
+          item.trace ?? ROOT_CONTEXT,
+        )
       : attempt(),
   );
 }
@@ -251,7 +257,10 @@ export async function admit(
   traces?: ReadonlyMap<string, Context | undefined>,
 ): Promise<number> {
   if (w.stopped) throw new Error("the webhook delivery worker is stopping");
-  w.tidy ??= setInterval(() => expire(w), 250).unref();
+  w.tidy ??= setInterval(
+    detached(() => expire(w)),
+    250,
+  ).unref();
   const now = w.clock.now();
   const asOf = w.view.mark();
   const claimed = await repo.claimDeliveries(em, ids, now, w.leaseMs);

@@ -1,5 +1,6 @@
 import type { Clock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
+import { detached } from "../platform/telemetry.ts";
 import type { Environment } from "../platform/tenancy.ts";
 import type { CircuitView } from "./circuit-view.ts";
 import { type EndedAttempt, type Recorded, type RecordOptions, recordBatch } from "./delivery-record.ts";
@@ -61,7 +62,8 @@ export function createDeliveryWriter<I extends Written>(o: DeliveryWriterOptions
   const writes: Write<I>[] = [];
   let writing = false;
 
-  const drain = () => {
+  // Detached: the loop writes every partner's attempts, so it runs in no partner's trace.
+  const drain = detached(() => {
     if (writing || writes.length === 0) return;
     writing = true;
     let batch: Write<I>[] = [];
@@ -76,7 +78,7 @@ export function createDeliveryWriter<I extends Written>(o: DeliveryWriterOptions
         drain();
       }),
     );
-  };
+  });
 
   return {
     /** Queues a write; it goes in the next transaction. */

@@ -1,4 +1,5 @@
 import TinyQueue from "tinyqueue";
+import { detached } from "../platform/telemetry.ts";
 
 /** Options for {@link createWakeTimer}. */
 export interface WakeTimerOptions<T> {
@@ -50,7 +51,7 @@ export function createWakeTimer<T>(o: WakeTimerOptions<T>): WakeTimer<T> {
     if (timer && timerAt <= top.at) return;
     if (timer) clearTimeout(timer);
     timerAt = top.at;
-    timer = setTimeout(fire, Math.max(0, top.at - now()));
+    timer = setTimeout(detached(fire), Math.max(0, top.at - now()));
     timer.unref();
   };
 

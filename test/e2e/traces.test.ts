@@ -19,6 +19,8 @@ let p: PartnerFixture;
 let receiver: TestReceiver;
 let collector: OtlpReceiver;
 const processes: ServiceProcess[] = [];
+/** The trace id a partner's own `traceparent` names. */
+const PARTNER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 
 beforeAll(async () => {
   // This process's app sets up partners (its internal API); it runs no jobs and is not traced.
@@ -107,7 +109,13 @@ describe("traces", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
     });
     const created = await rest(partnerUrl, "POST", "/partner/v1/disbursements", {
       key: p.sandboxKey,
-      headers: { "idempotency-key": "traced-1" },
+      // A partner's own trace context, sampled, with state and baggage: linked at most, never continued or carried.
+      headers: {
+        "idempotency-key": "traced-1",
+        traceparent: `00-${PARTNER_TRACE}-00f067aa0ba902b7-01`,
+        tracestate: "partner=x",
+        baggage: `note=${"b".repeat(2_000)}`,
+      },
       body: {
         userId: "usr_sandboxEstablished",
         principalKobo: "1000000",
@@ -129,7 +137,11 @@ describe("traces", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
       () => receiver.received.find((r) => r.body.includes('"DISBURSEMENT_DELIVERED"')),
       { timeoutMs: 60_000, what: "the DISBURSEMENT_DELIVERED webhook" },
     );
-    // The webhook carries the trace of the partner's call that created the disbursement.
+    // The webhook carries the trace of the partner's call that created the disbursement: ours, not the partner's
+    // own, and nothing else of what the partner sent.
+    expect(delivered.headers.baggage).toBeUndefined();
+    expect(delivered.headers.tracestate).toBeUndefined();
+    expect(String(delivered.headers.traceparent)).not.toContain(PARTNER_TRACE);
     const traceparent = String(delivered.headers.traceparent ?? "");
     expect(traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
     const traceId = traceparent.split("-")[1] as string;
