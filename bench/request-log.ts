@@ -9,16 +9,15 @@ import { randomBytes } from "node:crypto";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import autocannon from "autocannon";
-import { scopes } from "../src/consent/scopes.ts";
 import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
 import { createLogger } from "../src/platform/logger.ts";
 import {
   type BenchService,
-  internalCall,
+  grantReaders,
   partnerWithKey,
   report,
   seedTraders,
+  snapshotRound,
   startService,
 } from "./support.ts";
 
@@ -69,19 +68,7 @@ try {
     lightEntries: LIGHT_ENTRIES,
   });
   const readers = Array.from({ length: Math.min(USERS, HEAVY + READ_USERS) }, (_, i) => i);
-  for (let i = 0; i < readers.length; i += 20) {
-    await Promise.all(
-      readers.slice(i, i + 20).map((u) =>
-        internalCall(loader, "internal.v1.ConsentAdminService/GrantConsent", {
-          userId: userId(u),
-          partnerId,
-          scopes: [...scopes],
-          ledgerWindowDays: 90,
-          maxLedgerWindowDays: 365,
-        }),
-      ),
-    );
-  }
+  await grantReaders(loader, partnerId, userId, readers);
   const admin = await import("pg").then((m) => new m.default.Client({ connectionString: db.adminUrl }));
   await admin.connect();
   await admin.query("vacuum (analyze)");
@@ -91,23 +78,7 @@ try {
   logging = await startService(env);
   silent = await startService({ ...env, REQUEST_LOG: "false" });
 
-  let i = 0;
-  const round = (s: BenchService, seconds: number) =>
-    autocannon({
-      url: s.partnerUrl,
-      connections: 50,
-      duration: seconds,
-      headers: { authorization: `Bearer ${key}` },
-      requests: [
-        {
-          setupRequest: ((req: Record<string, unknown>) => {
-            const u = readers[i++ % readers.length] as number;
-            req.path = `/partner/v1/users/${userId(u)}/snapshot?ledger_window_days=${[30, 90, 365][i % 3]}`;
-            return req;
-          }) as never,
-        },
-      ],
-    });
+  const round = (s: BenchService, seconds: number) => snapshotRound(s, key, userId, readers, seconds);
   // Warm-up: every reader read once through each process.
   const [on, off] = [logging, silent];
   for (const s of [on, off]) await round(s, 5);

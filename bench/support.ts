@@ -5,6 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import autocannon from "autocannon";
+import { scopes } from "../src/consent/scopes.ts";
 
 /** The repository root. */
 export const root = path.resolve(import.meta.dirname, "..");
@@ -416,4 +417,51 @@ export async function seedTraders(s: BenchService, o: TraderLedgers): Promise<(i
   }
   await flush();
   return userId;
+}
+
+/** Full-scope consents of `partnerId` for the users numbered `readers`, twenty at a time. */
+export async function grantReaders(
+  s: BenchService,
+  partnerId: string,
+  userId: (i: number) => string,
+  readers: number[],
+): Promise<void> {
+  for (let i = 0; i < readers.length; i += 20)
+    await Promise.all(
+      readers.slice(i, i + 20).map((u) =>
+        internalCall(s, "internal.v1.ConsentAdminService/GrantConsent", {
+          userId: userId(u),
+          partnerId,
+          scopes: [...scopes],
+          ledgerWindowDays: 90,
+          maxLedgerWindowDays: 365,
+        }),
+      ),
+    );
+}
+
+/** A round of snapshot reads at saturation (50 connections) on `s`, the readers taken in turn. */
+export function snapshotRound(
+  s: BenchService,
+  key: string,
+  userId: (i: number) => string,
+  readers: number[],
+  seconds: number,
+) {
+  let i = 0;
+  return autocannon({
+    url: s.partnerUrl,
+    connections: 50,
+    duration: seconds,
+    headers: { authorization: `Bearer ${key}` },
+    requests: [
+      {
+        setupRequest: ((req: Record<string, unknown>) => {
+          const u = readers[i++ % readers.length] as number;
+          req.path = `/partner/v1/users/${userId(u)}/snapshot?ledger_window_days=${[30, 90, 365][i % 3]}`;
+          return req;
+        }) as never,
+      },
+    ],
+  });
 }

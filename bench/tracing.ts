@@ -12,17 +12,16 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
-import autocannon from "autocannon";
-import { scopes } from "../src/consent/scopes.ts";
 import { startEmbeddedPostgres } from "../src/platform/db/embedded.ts";
 import { createLogger } from "../src/platform/logger.ts";
 import {
   type BenchService,
-  internalCall,
+  grantReaders,
   partnerWithKey,
   report,
   root,
   seedTraders,
+  snapshotRound,
   startService,
 } from "./support.ts";
 
@@ -79,18 +78,7 @@ try {
     lightEntries: 50,
   });
   const readers = Array.from({ length: Math.min(USERS, HEAVY + READ_USERS) }, (_, i) => i);
-  for (let i = 0; i < readers.length; i += 20)
-    await Promise.all(
-      readers.slice(i, i + 20).map((u) =>
-        internalCall(loader, "internal.v1.ConsentAdminService/GrantConsent", {
-          userId: userId(u),
-          partnerId,
-          scopes: [...scopes],
-          ledgerWindowDays: 90,
-          maxLedgerWindowDays: 365,
-        }),
-      ),
-    );
+  await grantReaders(loader, partnerId, userId, readers);
   const admin = await import("pg").then((m) => new m.default.Client({ connectionString: db.adminUrl }));
   await admin.connect();
   await admin.query("vacuum (analyze)");
@@ -101,23 +89,7 @@ try {
   services.off = await startService(env);
   services.on = await startService({ ...env, ...traced });
 
-  let i = 0;
-  const round = (s: BenchService, seconds: number) =>
-    autocannon({
-      url: s.partnerUrl,
-      connections: 50,
-      duration: seconds,
-      headers: { authorization: `Bearer ${key}` },
-      requests: [
-        {
-          setupRequest: ((req: Record<string, unknown>) => {
-            const u = readers[i++ % readers.length] as number;
-            req.path = `/partner/v1/users/${userId(u)}/snapshot?ledger_window_days=${[30, 90, 365][i % 3]}`;
-            return req;
-          }) as never,
-        },
-      ],
-    });
+  const round = (s: BenchService, seconds: number) => snapshotRound(s, key, userId, readers, seconds);
   const names = ["baseline", "off", "on"] as const;
   for (const name of names) await round(services[name] as BenchService, 5);
   const totals = { baseline: 0, off: 0, on: 0 };
