@@ -92,6 +92,10 @@ export async function signOut(page: Page, everywhere = false): Promise<void> {
  * reached, in order, for the failure message.
  */
 export async function tabCycle(page: Page): Promise<string[]> {
+  // A page's data arrives after its heading: count its controls once nothing is still loading.
+  await page.waitForFunction(() =>
+    [...document.querySelectorAll("p[aria-live]")].every((p) => p.textContent?.trim() !== "Loading…"),
+  );
   const total = await page.evaluate(() => {
     const controls = document.querySelectorAll<HTMLElement>(
       'a[href], button:not([disabled]), input:not([disabled]):not([type="hidden"]), select:not([disabled]), textarea:not([disabled]), summary, [tabindex]:not([tabindex="-1"])',
