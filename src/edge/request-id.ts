@@ -38,7 +38,7 @@ export interface RequestLog {
   requests?: RequestLogWriter;
 }
 
-/** Records a finished request: its metrics, its address's failure count, and one access-log line (debug). */
+/** Records a finished or abandoned request: its metrics, its address's failure count, and one access-log line (debug). */
 function recorder({ logger, listener, metrics, addresses, requests }: RequestLog) {
   const logRequests = logger.level === "debug";
   // One shared listener, not a closure per request: this runs on every request.
@@ -49,12 +49,16 @@ function recorder({ logger, listener, metrics, addresses, requests }: RequestLog
     const q = url.indexOf("?");
     const path = q === -1 ? url : url.slice(0, q);
     const { face, route } = routeOf(req, path, this.statusCode);
-    metrics.http.record(listener, face, route, req.method ?? "", this.statusCode, seconds);
+    const outcome = outcomeIfAny(req);
+    // A gRPC or gRPC-Web error is an HTTP 200 with its code in the trailers: counted as the status the REST face
+    // answers for that code, so the 5xx ratio sees every face. A call its client gave up on before the answer
+    // was sent is 499 (the client closed it).
+    const status = !this.writableEnded ? 499 : (outcome?.error?.httpStatus ?? this.statusCode);
+    metrics.http.record(listener, face, route, req.method ?? "", status, seconds);
     const span = (this as Traced)[SPAN];
-    if (span) endServerSpan(span, req.method ?? "", route, face, this.statusCode);
+    if (span) endServerSpan(span, req.method ?? "", route, face, status);
     if (addresses) settleAddress(addresses.guard, req, this.statusCode);
-    const outcome = requests && outcomeIfAny(req);
-    if (outcome?.keyCaller) {
+    if (requests && outcome?.keyCaller && this.writableEnded) {
       const { error, keyCaller } = outcome;
       const id = requestIdOf(req);
       requests?.record({
@@ -66,7 +70,7 @@ function recorder({ logger, listener, metrics, addresses, requests }: RequestLog
         route,
         face,
         // A Connect or gRPC error's status is the one the REST face answers for its code.
-        status: error?.httpStatus ?? this.statusCode,
+        status,
         errorCode: error?.code ?? null,
         durationUs: Math.round(seconds * 1e6),
         error: error ? restErrorBody(error, id) : null,
@@ -81,7 +85,7 @@ function recorder({ logger, listener, metrics, addresses, requests }: RequestLog
       method: req.method,
       // A hosted page's path is its credential (a consent link, a mandate, a prompt session): its template only.
       path: face === "page" ? route : path.slice(0, 256),
-      status: this.statusCode,
+      status,
       ms: Math.round(seconds * 10_000) / 10,
     });
   };
@@ -103,7 +107,9 @@ export function withRequestId(handler: Handler, log: RequestLog): Handler {
     // No answer of either listener is ever to be sniffed as another type (an error body as HTML, say).
     res.setHeader("x-content-type-options", "nosniff");
     (res as Timed)[STARTED] = performance.now();
-    res.on("finish", finished); // fires once; `on` avoids the wrapper `once` allocates
+    // `close` fires once, when the answer is sent or the call is cut short (`finish` never fires for a call its
+    // client aborted: its span would never end, its metrics never count). `on` avoids the wrapper `once` allocates.
+    res.on("close", finished);
     // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal had no body, request id or nosniff.
     if (req.httpVersion === "1.1" && req.headers.host === undefined)
       return writeRestError(

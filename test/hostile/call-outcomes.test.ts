@@ -1,0 +1,87 @@
+import http2 from "node:http2";
+import net from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SnapshotService } from "../../gen/partner/v1/snapshots_pb.ts";
+import { createPartner, type PartnerFixture } from "../factories/partners.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { grpcUnary, rest } from "../support/clients.ts";
+import { eventually } from "../support/wait.ts";
+
+// What an operator's request counts and 5xx ratio see must be what partners got: a gRPC error is an HTTP 200
+// on the wire, and a call its client abandons never finishes its answer.
+let t: TestApp;
+let p: PartnerFixture;
+beforeAll(async () => {
+  t = await startTestApp();
+  p = await createPartner(t);
+});
+afterAll(() => t?.stop());
+
+/** The `http_requests_total` sample with every one of `labels`, 0 when absent. */
+async function requests(labels: Record<string, string>): Promise<number> {
+  const text = await (
+    await fetch(`${t.internalUrl}/metrics`, { headers: { authorization: `Bearer ${t.internalToken}` } })
+  ).text();
+  const line = text
+    .split("\n")
+    .find(
+      (l) =>
+        l.startsWith("http_requests_total{") &&
+        Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`)),
+    );
+  return line ? Number(line.split(" ").pop()) : 0;
+}
+
+describe("calls as counted", () => {
+  it("counts a gRPC error under the status the REST face answers for its code, not the wire's 200", async () => {
+    const userId = "usr_01JAAAAAAAAAAAAAAAAAAAAAAA";
+    const labels = { face: "grpc", route: "/partner.v1.SnapshotService/GetSnapshot" };
+    const res = await grpcUnary(
+      t.partnerUrl,
+      SnapshotService.method.getSnapshot,
+      { userId },
+      { authorization: `Bearer ${p.sandboxKey}` },
+    );
+    expect(res.ok).toBe(false);
+    const onRest = await rest(t.partnerUrl, "GET", `/partner/v1/users/${userId}/snapshot`, {
+      key: p.sandboxKey,
+    });
+    expect(onRest.status).toBeGreaterThanOrEqual(400);
+    await eventually(async () => (await requests({ ...labels, status: String(onRest.status) })) === 1, {
+      what: `the gRPC refusal counted as ${onRest.status}`,
+    });
+    expect(await requests({ ...labels, status: "200" })).toBe(0);
+  });
+
+  it("counts a call its client abandons mid-body as 499, over HTTP/1.1 and HTTP/2, and keeps serving", async () => {
+    const labels = { face: "rest", route: "/partner/v1/webhooks", method: "POST", status: "499" };
+    const url = new URL(t.partnerUrl);
+    const head =
+      `POST /partner/v1/webhooks HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${p.sandboxKey}\r\n` +
+      "Content-Type: application/json\r\nContent-Length: 400\r\n\r\n{";
+    // Each is cut once its part is on the wire: the service sees the headers, then the connection or stream end.
+    for (let i = 0; i < 20; i++) {
+      const socket = net.connect(Number(url.port), url.hostname);
+      socket.on("error", () => undefined);
+      socket.write(head, () => socket.destroy());
+    }
+    const session = http2.connect(t.partnerUrl);
+    session.on("error", () => undefined);
+    for (let i = 0; i < 20; i++) {
+      const stream = session.request({
+        ":method": "POST",
+        ":path": "/partner/v1/webhooks",
+        authorization: `Bearer ${p.sandboxKey}`,
+        "content-type": "application/json",
+      });
+      stream.on("error", () => undefined);
+      stream.write("{", () => stream.close(http2.constants.NGHTTP2_CANCEL));
+    }
+    await eventually(async () => (await requests(labels)) === 40, { what: "40 abandoned calls counted" });
+    session.close();
+    const ok = await fetch(`${t.partnerUrl}/partner/v1/keys`, {
+      headers: { authorization: `Bearer ${p.sandboxKey}` },
+    });
+    expect(ok.status).toBe(200);
+  });
+});
