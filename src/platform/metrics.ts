@@ -217,15 +217,26 @@ class GaugeReadWhenScraped extends Gauge {
  */
 async function render(registry: Registry): Promise<string> {
   const parts: string[] = [];
+  let unavailable = 0;
   for (const { name } of registry.getMetricsAsArray()) {
     try {
       parts.push(await registry.getSingleMetricAsString(name));
     } catch (err) {
+      unavailable++;
       parts.push(`# ${name} unavailable: ${String((err as Error)?.message ?? err).split("\n")[0]}`);
     }
   }
+  // An alert on a family left out sees no data, and says nothing: this one says families were left out.
+  parts.push(
+    `# HELP ${UNAVAILABLE} Families this scrape left out because they could not be read (their alerts see no data).`,
+    `# TYPE ${UNAVAILABLE} gauge`,
+    `${UNAVAILABLE} ${unavailable}`,
+  );
   return `${parts.join("\n")}\n`;
 }
+
+/** The gauge {@link render} writes itself, after every other family. */
+const UNAVAILABLE = "metrics_families_unavailable";
 
 /** The service's metrics, one set per process (per service, where a test runs several in one process). */
 export function createMetrics() {

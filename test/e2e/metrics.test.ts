@@ -79,9 +79,12 @@ const FAMILIES: Record<string, { type: string; labels: string[] }> = {
   db_pool_waiting: { type: "gauge", labels: ["pool"] },
   signing_key_active_remaining_seconds: { type: "gauge", labels: ["environment"] },
   signing_keys_incoming: { type: "gauge", labels: ["environment"] },
+  metrics_families_unavailable: { type: "gauge", labels: [] },
 };
 /** Every histogram's bucket bounds, in seconds (`le`), then `+Inf`. */
-const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30].map(String);
+const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.28, 0.5, 1, 2.5, 5, 10, 30].map(
+  String,
+);
 /** The families the request, delivery and payout above leave samples in, whatever else is going on. */
 const FILLED = [
   "http_requests_total",
@@ -98,6 +101,7 @@ const FILLED = [
   "db_pool_waiting",
   "signing_key_active_remaining_seconds",
   "signing_keys_incoming",
+  "metrics_families_unavailable",
 ];
 
 /** One sample line, parsed: its name, its labels, and its family (a histogram's without `_bucket`, `_sum`, `_count`). */
@@ -245,8 +249,12 @@ describe("/metrics", () => {
       idle: sample(text, "db_pool_connections", { pool: "partner-api", state: "idle" }),
       waiting: sample(text, "db_pool_waiting", { pool: "partner-api" }),
     });
-    const quiet = pool(await (await scrape()).text());
+    const first = await (await scrape()).text();
+    const quiet = pool(first);
     expect(quiet.inUse + quiet.idle).toBeGreaterThan(0);
+    // The job queue's own pool (pg-boss's) is counted too: a worker waiting on it waits like any other.
+    const jobs = (state: string) => sample(first, "db_pool_connections", { pool: "partner-api jobs", state });
+    expect(jobs("in_use") + jobs("idle")).toBeGreaterThan(0);
     // More units of work than the pool has connections (5 in tests): some run, the rest wait.
     const held = Array.from({ length: 8 }, () => sql(t.app.orm.em.fork(), "select pg_sleep(2)", []));
     const busy = await eventually(

@@ -44,7 +44,7 @@ describe("metrics", () => {
     expect(() => m.payouts.inc({ table: "events" } as never)).toThrow(/label/);
   });
 
-  it("leave out a gauge that cannot be read, saying so, and serve the rest", async () => {
+  it("leave out a gauge that cannot be read, saying so and counting it, and serve the rest", async () => {
     const m = createMetrics();
     m.gauge("first_due", "Read first.", async () => [{ labels: { queue: "a" }, value: 2 }]);
     m.gauge("broken_due", "Its database is away.", async () => {
@@ -56,7 +56,12 @@ describe("metrics", () => {
     expect(text).toContain("# broken_due unavailable: connection refused\n");
     expect(text).not.toMatch(/^# (HELP|TYPE) broken_due/m);
     expect(text).toContain("later_due 7");
+    // Counted, so an alert can say so; and back to 0 when every family is read.
+    expect(text).toContain("\nmetrics_families_unavailable 1\n");
     expect(text.endsWith("\n")).toBe(true);
+    const whole = createMetrics();
+    whole.gauge("later_due", "Read.", async () => [{ labels: {}, value: 7 }]);
+    expect(await whole.render()).toContain("\nmetrics_families_unavailable 0\n");
   });
 
   it("read each gauge afresh at every scrape, keeping no series whose rows are gone", async () => {

@@ -62,6 +62,8 @@ export interface OrmOptions {
   pooled?: boolean;
   /** What the connections are called in `pg_stat_activity`. */
   applicationName?: string;
+  /** The pool's name in the `db_pool_*` gauges, when not its `applicationName` (each replica's is its own). */
+  poolLabel?: string;
 }
 
 /**
@@ -110,7 +112,7 @@ export async function createOrm(options: OrmOptions): Promise<Orm> {
           idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
         }),
       onPoolCreated: (pool: pg.Pool) => {
-        trackPool(pool, options.applicationName ?? "partner-api");
+        trackPool(pool, options.poolLabel ?? options.applicationName ?? "partner-api");
         pool.on("connect", (client) => {
           // PostgreSQL ends a session whose transaction sat idle too long (a unit of work stuck on something
           // other than the database): say so loudly, the pool replaces the connection by itself.

@@ -16,7 +16,7 @@ export interface PoolStats {
   waiting: number;
 }
 
-/** Every open pool's counts, summed by name (the replicas' pools share one); ended pools are forgotten. */
+/** Every open pool's counts, summed by name (a name's pools are one's successive pools); ended pools are forgotten. */
 export function poolStats(): PoolStats[] {
   const byName = new Map<string, PoolStats>();
   for (const [pool, name] of pools) {

@@ -256,6 +256,7 @@ export async function startReplicas(o: ReplicaOptions, primary: Orm): Promise<Re
         timeouts: { ...o.timeouts, statementMs: Math.min(o.timeouts.statementMs, REPLICA_STATEMENT_MS) },
         pooled: o.pooled,
         applicationName: "partner-api reads",
+        poolLabel: `partner-api reads ${replicaName(url)}`,
       });
       return new Replica(replicaName(url), url, orm, o.logger);
     }),

@@ -7,7 +7,11 @@ export interface AnyResponse {
   setHeader(name: string, value: string | number): unknown;
   end(chunk: string): unknown;
   destroy(): unknown;
-  readonly writableFinished: boolean;
+  /**
+   * True once the answer was ended. (Not `writableFinished`: an HTTP/2 response says it is finished when its
+   * stream was reset before any answer.)
+   */
+  readonly writableEnded: boolean;
   on(event: "close", listener: () => void): unknown;
   off(event: "close", listener: () => void): unknown;
 }

@@ -97,7 +97,7 @@ async function serveRoute(
   // The handler's signal fires when the client goes away mid-request (not after every request: creating
   // the abort reason costs as much as the rest of a cached read).
   const onClose = () => {
-    if (!res.writableFinished) ctx.abort();
+    if (!res.writableEnded) ctx.abort();
   };
   res.on("close", onClose);
   try {

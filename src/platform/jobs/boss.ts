@@ -1,4 +1,6 @@
+import type pg from "pg";
 import { PgBoss } from "pg-boss";
+import { trackPool } from "../db/pool-stats.ts";
 import type { Logger } from "../logger.ts";
 import { tracingOn } from "../telemetry.ts";
 
@@ -180,6 +182,9 @@ export async function startBoss({
   });
   boss.on("warning", (warning) => logger.warn("job queue warning", { warning }));
   await boss.start();
+  // pg-boss's own pool, counted with the service's in the `db_pool_*` gauges (its Db keeps it as `pool`).
+  const jobsPool = (boss.getDb() as { pool?: pg.Pool }).pool;
+  if (jobsPool) trackPool(jobsPool, "partner-api jobs");
   for (const name of RETIRED_QUEUES) {
     // A retired queue keeps no schedule, so no job is created that no worker takes.
     await boss.unschedule(name).catch(() => undefined);
