@@ -43,14 +43,15 @@ export const NETWORK_WHILE_HOLDING = "network call started inside a database tra
 
 const listeners = new Set<(v: NetworkWhileHolding) => void>();
 
-let exempt: () => boolean = () => false;
+let exempt: (target: string) => boolean = () => false;
 
 /**
- * Calls for which `test` answers true are not the caller's: the tracing SDK's exports, sent from a timer that
- * may have been set while a span ended inside a transaction, and so carry its async context though they hold
- * nothing ({@link ../platform/telemetry.ts}).
+ * Calls for which `test` answers true (given the call's target, as {@link networkStarting} has it) are not the
+ * caller's: the tracing SDK's exports to its collector, sent from a timer that may have been set while a span
+ * ended inside a transaction, and so carry its async context though they hold nothing
+ * ({@link ../platform/telemetry.ts}).
  */
-export function exemptNetworkCalls(test: () => boolean): void {
+export function exemptNetworkCalls(test: (target: string) => boolean): void {
   exempt = test;
 }
 
@@ -60,7 +61,7 @@ export function exemptNetworkCalls(test: () => boolean): void {
  */
 export function networkStarting(kind: string, target: string): void {
   const what = holding.getStore();
-  if (what === undefined || listeners.size === 0 || exempt()) return;
+  if (what === undefined || listeners.size === 0 || exempt(target)) return;
   const stack = (new Error().stack ?? "").split("\n").slice(2, 14).join("\n");
   const violation = { kind, target, holding: what, stack };
   for (const listener of listeners) listener(violation);

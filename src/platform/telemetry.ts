@@ -8,6 +8,7 @@ import {
   type Span,
   SpanKind,
   SpanStatusCode,
+  TraceFlags,
   trace,
 } from "@opentelemetry/api";
 import { exemptNetworkCalls } from "./network-guard.ts";
@@ -57,25 +58,35 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): void {
   const { UndiciInstrumentation } =
     require("@opentelemetry/instrumentation-undici") as typeof import("@opentelemetry/instrumentation-undici");
   const { isTracingSuppressed } = require("@opentelemetry/core") as typeof import("@opentelemetry/core");
-  // The SDK exports with tracing suppressed in its context: those calls are its own, never a transaction's.
-  exemptNetworkCalls(() => isTracingSuppressed(context.active()));
+  const { traceExporterFromEnv, collectorHosts, exportCalls } =
+    require("./telemetry-export.ts") as typeof import("./telemetry-export.ts");
+  // The SDK exports with tracing suppressed in its context, to the collector: those calls are its own, never a
+  // transaction's (an export's timer may have been set while a span ended inside one).
+  exemptNetworkCalls(exportCalls(collectorHosts(env), () => isTracingSuppressed(context.active())));
   const sdk = new NodeSDK({
+    traceExporter: traceExporterFromEnv(env),
     instrumentations: [
       new PgInstrumentation({
         requireParentSpan: true,
-        requestHook: (span, info) => span.setAttributes(statementAttributes(info.query.text)),
+        // Only for a span that records: an unsampled call pays no redaction.
+        requestHook: (span, info) => {
+          if (span.isRecording()) span.setAttributes(statementAttributes(info.query.text));
+        },
       }),
       new HttpInstrumentation({
         disableIncomingRequestInstrumentation: true,
         requireParentforOutgoingSpans: true,
         requestHook: (span, req) => {
           const r = req as { protocol?: string; host?: string };
-          if (r.host) span.setAttributes(urlAttributes(`${r.protocol ?? "https:"}//${r.host}`));
+          if (r.host && span.isRecording())
+            span.setAttributes(urlAttributes(`${r.protocol ?? "https:"}//${r.host}`));
         },
       }),
       new UndiciInstrumentation({
         requireParentforSpans: true,
-        requestHook: (span, req) => span.setAttributes(urlAttributes(req.origin)),
+        requestHook: (span, req) => {
+          if (span.isRecording()) span.setAttributes(urlAttributes(req.origin));
+        },
       }),
     ],
   });
@@ -88,11 +99,23 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): void {
 }
 
 /**
- * A statement's text for its span, with every string literal blanked (`'?'`): the ORM writes some values into
- * the text itself, and a trace must hold no personal data or secrets. Bound parameters are never recorded.
+ * A statement's literals, in one pass so that each is taken whole: escape strings (`E'…'`, with backslash
+ * escapes), dollar-quoted strings (`$$…$$`, `$tag$…$tag$`), plain strings, quoted identifiers (kept), and numbers
+ * not part of a name or a `$n` placeholder.
+ */
+const LITERALS =
+  /(?<!\w)[Ee]'(?:[^'\\]|\\.|'')*'|\$([A-Za-z_]\w*)?\$[\s\S]*?\$\1\$|'(?:[^']|'')*'|"(?:[^"]|"")*"|(?<![\w$.])\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
+
+/**
+ * A statement's text for its span, with every literal blanked (strings as `'?'`, numbers as `?`): the ORM writes
+ * some values into the text itself, and a trace must hold no personal data or secrets. Bound parameters are
+ * never recorded.
  */
 export function redactStatement(text: string): string {
-  return text.replace(/'(?:[^']|'')*'/g, "'?'");
+  return text.replace(LITERALS, (literal) => {
+    if (literal.startsWith('"')) return literal;
+    return /^[\d]/.test(literal) ? "?" : "'?'";
+  });
 }
 
 const statementAttributes = (text: string) => {
@@ -177,12 +200,19 @@ export async function inSpan<T>(
   parent?: Context,
 ): Promise<T> {
   if (!tracingOn) return fn();
-  const span = tracer().startSpan(name, { attributes }, parent ?? context.active());
+  const within = parent ?? context.active();
+  // Under a span whose trace is not sampled, children are not sampled either (the parent-based sampler, the
+  // standard one): run `fn` in that span's context and make none.
+  const current = trace.getSpan(within)?.spanContext();
+  if (current && !(current.traceFlags & TraceFlags.SAMPLED)) return parent ? context.with(parent, fn) : fn();
+  const span = tracer().startSpan(name, { attributes }, within);
   try {
-    return await context.with(trace.setSpan(parent ?? context.active(), span), fn);
+    return await context.with(trace.setSpan(within, span), fn);
   } catch (err) {
-    span.recordException(err as Error);
-    span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error)?.message });
+    // The error's kind, never its text (it may carry values): an ApiError's code, a system error's, or its name.
+    const e = err as { code?: unknown; name?: unknown } | undefined;
+    span.setAttribute("error.type", String(e?.code ?? e?.name ?? "Error"));
+    span.setStatus({ code: SpanStatusCode.ERROR });
     throw err;
   } finally {
     span.end();

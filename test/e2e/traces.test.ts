@@ -204,5 +204,32 @@ describe("traces", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
     expect(literals.filter((l) => l !== "'?'")).toEqual([]);
     // The log lines written in that trace say so.
     expect([...api.logs, ...worker.logs].some((l) => l.trace_id === traceId)).toBe(true);
+
+    // A refused call's spans say it failed and with what code, never the error's text (it may carry values).
+    const refused = await rest(
+      partnerUrl,
+      "GET",
+      "/partner/v1/users/usr_01JAAAAAAAAAAAAAAAAAAAAAAA/snapshot",
+      {
+        key: p.sandboxKey,
+      },
+    );
+    expect(refused.status).toBeGreaterThanOrEqual(400);
+    const refusedId = refused.headers.get("x-request-id");
+    const request = await eventually(
+      () => collector.spans.find((s) => s.attributes["partner_api.request_id"] === refusedId),
+      { what: "the refused call's span" },
+    );
+    const handler = await eventually(
+      () => collector.spans.find((s) => s.traceId === request.traceId && s.name === "handler"),
+      { what: "the refused call's handler span" },
+    );
+    expect(handler.status).toEqual({ code: 2 });
+    expect(handler.attributes["error.type"]).toBe(refused.body.code);
+    for (const s of collector.spans) {
+      expect(s.status.message, s.name).toBeUndefined();
+      for (const e of s.events.filter((e) => e.name === "exception"))
+        expect(Object.keys(e.attributes), s.name).toEqual(["exception.type"]);
+    }
   });
 });

@@ -9,6 +9,10 @@ export interface ReceivedSpan {
   name: string;
   kind: number;
   attributes: Record<string, unknown>;
+  /** Its status: 0 unset, 1 ok, 2 error, and the message, if one was exported. */
+  status: { code: number; message?: string };
+  /** Its events (exceptions among them), by name with their attributes. */
+  events: { name: string; attributes: Record<string, unknown> }[];
   /** `process.pid` of the resource that exported it. */
   pid: number;
 }
@@ -38,7 +42,13 @@ const attributesOf = (list: { key: string; value: AnyValue }[] | undefined) =>
 interface ExportRequest {
   resourceSpans?: {
     resource?: { attributes?: { key: string; value: AnyValue }[] };
-    scopeSpans?: { spans?: (Omit<ReceivedSpan, "attributes" | "pid"> & { attributes?: never[] })[] }[];
+    scopeSpans?: {
+      spans?: (Omit<ReceivedSpan, "attributes" | "pid" | "status" | "events"> & {
+        attributes?: never[];
+        status?: { code?: number; message?: string };
+        events?: { name: string; attributes?: never[] }[];
+      })[];
+    }[];
   }[];
 }
 
@@ -62,6 +72,14 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
                 name: s.name,
                 kind: s.kind,
                 attributes: attributesOf(s.attributes),
+                status: {
+                  code: s.status?.code ?? 0,
+                  ...(s.status?.message && { message: s.status.message }),
+                },
+                events: (s.events ?? []).map((e) => ({
+                  name: e.name,
+                  attributes: attributesOf(e.attributes),
+                })),
                 pid,
               });
         }
