@@ -67,6 +67,13 @@ async function start(role: "api" | "worker", traced: boolean): Promise<ServicePr
   return s;
 }
 
+let traced: Promise<{ api: ServiceProcess; worker: ServiceProcess }> | undefined;
+/** A traced API process and a traced worker, started once for the tests that need them. */
+function tracedProcesses() {
+  traced ??= (async () => ({ api: await start("api", true), worker: await start("worker", true) }))();
+  return traced;
+}
+
 async function stop(s: ServiceProcess): Promise<void> {
   s.child.kill("SIGTERM");
   await s.exited;
@@ -93,8 +100,7 @@ describe("traces", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
   });
 
   it("follow a partner's disbursement from its call through acceptance and payout to its webhook, across processes", async () => {
-    const api = await start("api", true);
-    const worker = await start("worker", true);
+    const { api, worker } = await tracedProcesses();
     const partnerUrl = api.partnerUrl as string;
     await createWebhook(partnerUrl, p.sandboxKey, {
       url: `${receiver.url}/traced`,
@@ -231,5 +237,60 @@ describe("traces", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
       for (const e of s.events.filter((e) => e.name === "exception"))
         expect(Object.keys(e.attributes), s.name).toEqual(["exception.type"]);
     }
+  });
+
+  it("keeps each partner's webhook attempts in its own call's trace, with two partners' sends interleaved", async () => {
+    const { api } = await tracedProcesses();
+    const partnerUrl = api.partnerUrl as string;
+    const other = await createPartner(t);
+    const partners = [p, other];
+    const hooks = await Promise.all(
+      partners.map((x, i) =>
+        createWebhook(partnerUrl, x.sandboxKey, { url: `${receiver.url}/two-${i}`, events: ["*"] }),
+      ),
+    );
+    // Ten test sends, the two partners' alternating, all at once.
+    const sends = await Promise.all(
+      Array.from({ length: 10 }, async (_, i) => {
+        const res = await rest(partnerUrl, "POST", `/partner/v1/webhooks/${hooks[i % 2]?.id}/test`, {
+          key: partners[i % 2]?.sandboxKey,
+          body: {},
+        });
+        expect(res.status).toBe(200);
+        return { deliveryId: res.body.id as string, requestId: res.headers.get("x-request-id") };
+      }),
+    );
+    const got = await eventually(
+      () => {
+        const mine = sends.map((s) =>
+          receiver.received.find((r) => r.headers["x-service-delivery-id"] === s.deliveryId),
+        );
+        return mine.every(Boolean) && mine;
+      },
+      { timeoutMs: 30_000, what: "the ten test deliveries" },
+    );
+    for (const [i, s] of sends.entries()) {
+      const call = await eventually(
+        () => collector.spans.find((x) => x.attributes["partner_api.request_id"] === s.requestId),
+        { what: `the span of send ${i}` },
+      );
+      // The attempt carries the trace of the call that caused it, and that trace holds one attempt: its own.
+      expect(String(got[i]?.headers.traceparent).split("-")[1], `send ${i}`).toBe(call.traceId);
+      const attempts = await eventually(
+        () => {
+          const found = collector.spans.filter(
+            (x) => x.traceId === call.traceId && x.name === "webhook.attempt",
+          );
+          return found.length > 0 && found;
+        },
+        { what: `the attempt span of send ${i}` },
+      );
+      expect(attempts.length, `send ${i}`).toBe(1);
+    }
+    // And the ten calls are ten traces: no call, of either partner, joined another's.
+    const callTraces = collector.spans
+      .filter((x) => sends.some((s) => s.requestId === x.attributes["partner_api.request_id"]))
+      .map((x) => x.traceId);
+    expect(new Set(callTraces).size).toBe(10);
   });
 });
