@@ -135,12 +135,25 @@ export const urlAttributes = (origin: string) => ({
   "url.query": "",
 });
 
-/** Flushes and stops the SDK (at the end of a clean stop), so the last spans are sent. */
+/** How long a stop waits for the last spans to be sent: a collector that never answers does not hold it. */
+export const STOP_TRACING_MS = 2_000;
+
+/**
+ * Flushes and stops the SDK (at the end of a clean stop), so the last spans are sent, for at most
+ * {@link STOP_TRACING_MS}: past it they are dropped and the process goes on stopping.
+ */
 export async function stopTracing(): Promise<void> {
   const sdk = started;
   started = undefined;
   tracingOn = false;
-  await sdk?.shutdown();
+  if (!sdk) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    sdk.shutdown().catch(() => undefined),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, STOP_TRACING_MS);
+    }),
+  ]).finally(() => clearTimeout(timer));
 }
 
 const tracer = () => trace.getTracer("partner-api");
