@@ -148,7 +148,8 @@ function errorCodesOf(
     "unavailable",
   ];
   if (shape.query) codes.push("invalid_argument", "validation_failed");
-  if (shape.pathParams) codes.push("not_found");
+  // A path value holding U+0000 is refused as any field holding it is (edge/nul-fields.ts).
+  if (shape.pathParams) codes.push("not_found", "validation_failed");
   if (shape.body)
     codes.push("payload_too_large", "unsupported_media_type", "invalid_argument", "validation_failed");
   if (shape.verb !== "get") codes.push("conflict");

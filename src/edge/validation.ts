@@ -14,6 +14,7 @@ import { scopes } from "../consent/scopes.ts";
 import { ApiError, validationFailed } from "../platform/errors.ts";
 import type { RequestValidator } from "../platform/rpc/pipeline.ts";
 import { eventTypes } from "../webhooks/event-types.ts";
+import { nulFields } from "./nul-fields.ts";
 
 /** What a broken rule on one field says in `details.fields`: one text, or one per rule id. */
 type FieldText = string | Record<string, string>;
@@ -233,7 +234,16 @@ export function createRequestValidator(): RequestValidator {
   const validator = createValidator();
   return (schema, request) => {
     const result = validator.validate(schema, request);
-    if (result.kind === "valid") return;
+    if (result.kind === "valid") {
+      // Once the rules hold: PostgreSQL's text holds no NUL, and one would fail the statement that stores it (as if
+      // the database were away).
+      const nul = nulFields(request);
+      if (nul.length)
+        throw validationFailed(
+          Object.fromEntries(nul.map((k) => [k, "must not contain the NUL character (U+0000)"])),
+        );
+      return;
+    }
     // A rule the validator cannot compile is our bug, not the caller's: it surfaces as `internal`.
     if (result.kind === "error") throw result.error;
     throw violationsError(result.violations, request);

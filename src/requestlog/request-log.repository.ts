@@ -95,7 +95,9 @@ export const requestLogRepository = {
         col("status"),
         col("errorCode"),
         col("durationUs"),
-        col("error"),
+        // jsonb takes no NUL (`\u0000`): one in an error's text would fail the whole batch, other partners' calls
+        // with it. It is stored as U+FFFD.
+        calls.map((c) => c.error?.replace(NUL_ESCAPE, "$1\\ufffd") ?? null),
       ],
     );
   },
@@ -196,3 +198,6 @@ export const requestLogRepository = {
 
 /** When a call arrived: the time in its `req_` id. */
 export const arrivedAt = (id: string): Date => new Date(decodeTime(id.slice(4)));
+
+/** `\u0000` in JSON text, not preceded by an escaped backslash's odd one out (`\\u0000` is text, kept). */
+const NUL_ESCAPE = /(?<!\\)((?:\\\\)*)\\u0000/g;
