@@ -1,5 +1,5 @@
 import type { Clock } from "./clock.ts";
-import type { Orm } from "./db/orm.ts";
+import type { Em, Orm } from "./db/orm.ts";
 import { poolStats } from "./db/pool-stats.ts";
 import { sql } from "./db/sql.ts";
 import { BOSS_SCHEMA } from "./jobs/boss.ts";
@@ -13,7 +13,7 @@ type Query = <T>(text: string, params: unknown[]) => Promise<T[]>;
  * instance reports the same values: aggregate them with `max`, not `sum`. The pools' are this process's own.
  */
 export function registerDatabaseGauges(metrics: Metrics, orm: Orm, clock: Clock): void {
-  const query: Query = (text, params) => sql(orm.em.fork(), text, params);
+  const query: Query = (text, params) => readForScrape(orm, (em) => sql(em, text, params));
   const now = () => clock.now();
   // The pools first: read at once, before the database gauges wait for a connection of the very pool they
   // describe (a scrape while the pool is full would otherwise say how it was once the wait was over).
@@ -21,6 +21,23 @@ export function registerDatabaseGauges(metrics: Metrics, orm: Orm, clock: Clock)
   registerDeliveryGauges(metrics, query, now);
   registerJobQueueGauges(metrics, query);
   registerMoneyGauges(metrics, query, now);
+}
+
+/** How long a gauge's statement may run (lock waits included): a scrape holds a connection at most this long. */
+export const GAUGE_STATEMENT_MS = 1_000;
+
+/**
+ * Runs a gauge's read in a transaction of its own with short statement and lock time-outs: a scrape during a
+ * database incident (a lock held, a slow table) gives its connection back within {@link GAUGE_STATEMENT_MS}
+ * rather than the service's statement time-out, and leaves that family out.
+ */
+export function readForScrape<T>(orm: Orm, read: (em: Em) => Promise<T>): Promise<T> {
+  return orm.em.fork().transactional(async (em) => {
+    await sql(em, "select set_config('statement_timeout', $1, true), set_config('lock_timeout', $1, true)", [
+      String(GAUGE_STATEMENT_MS),
+    ]);
+    return read(em);
+  });
 }
 
 /** This process's database connection pools: in use, idle, and units of work waiting for a connection. */

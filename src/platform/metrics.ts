@@ -13,6 +13,7 @@ import {
   requestLogCounters,
   webhookMetrics,
 } from "./metrics-families.ts";
+import { renderer } from "./metrics-render.ts";
 
 export { Counter, latencyBuckets };
 
@@ -209,35 +210,6 @@ class GaugeReadWhenScraped extends Gauge {
   }
 }
 
-/**
- * The exposition text (format 0.0.4), a family at a time rather than all at once as prom-client's own
- * `registry.metrics()` does: the gauges that read the database then hold one pooled connection at a time, not
- * one each, and a family that cannot be read (its query failed, or ran into the database's time-outs, which
- * bound how long a scrape waits) fails only itself: it is left out, with a comment saying so.
- */
-async function render(registry: Registry): Promise<string> {
-  const parts: string[] = [];
-  let unavailable = 0;
-  for (const { name } of registry.getMetricsAsArray()) {
-    try {
-      parts.push(await registry.getSingleMetricAsString(name));
-    } catch (err) {
-      unavailable++;
-      parts.push(`# ${name} unavailable: ${String((err as Error)?.message ?? err).split("\n")[0]}`);
-    }
-  }
-  // An alert on a family left out sees no data, and says nothing: this one says families were left out.
-  parts.push(
-    `# HELP ${UNAVAILABLE} Families this scrape left out because they could not be read (their alerts see no data).`,
-    `# TYPE ${UNAVAILABLE} gauge`,
-    `${UNAVAILABLE} ${unavailable}`,
-  );
-  return `${parts.join("\n")}\n`;
-}
-
-/** The gauge {@link render} writes itself, after every other family. */
-const UNAVAILABLE = "metrics_families_unavailable";
-
 /** The service's metrics, one set per process (per service, where a test runs several in one process). */
 export function createMetrics() {
   const registry = new Registry();
@@ -257,8 +229,11 @@ export function createMetrics() {
     gauge(name: string, help: string, read: GaugeReader): void {
       new GaugeReadWhenScraped(registry, name, help, read);
     },
-    /** The exposition text. A gauge that cannot be read is left out (and says so), the rest is served. */
-    render: (): Promise<string> => render(registry),
+    /**
+     * The exposition text, within {@link SCRAPE_BUDGET_MS}. A gauge that cannot be read in time is left out (and
+     * says so), the rest is served; scrapes that arrive together share one reading (metrics-render.ts).
+     */
+    render: renderer(registry),
   };
 }
 

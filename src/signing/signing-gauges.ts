@@ -1,13 +1,14 @@
 import type { Clock } from "../platform/clock.ts";
 import type { Orm } from "../platform/db/orm.ts";
 import type { Metrics } from "../platform/metrics.ts";
+import { readForScrape } from "../platform/metrics-gauges.ts";
 import { type Environment, environments } from "../platform/tenancy.ts";
 import { keyStatus } from "./schedule.ts";
 import { signingKeyRepository as repo } from "./signing-key.repository.ts";
 
 /** One environment's rotation at a time: how long the signing key has left (-1: none signs), and its successors. */
 async function rotation(orm: Orm, environment: Environment, now: Date) {
-  const keys = await repo.list(orm.em.fork(), environment);
+  const keys = await readForScrape(orm, (em) => repo.list(em, environment));
   const active = keys.filter((k) => keyStatus(k, now) === "ACTIVE");
   const until = Math.max(...active.map((k) => k.retiresAt.getTime()));
   return {
