@@ -10,7 +10,7 @@ export function nulFields(value: unknown, path = ""): string[] {
     if (more.length) found = [...(found ?? []), ...more];
   };
   if (Array.isArray(value)) {
-    value.forEach((item, i) => add(nulFields(item, `${path}[${i}]`)));
+    for (const [i, item] of value.entries()) add(nulFields(item, `${path}[${i}]`));
     return found ?? [];
   }
   const record = value as Record<string, unknown>;
