@@ -1,6 +1,7 @@
 import { PAYSTACK_WEBHOOK_PATH } from "../disbursements/provider-webhooks.ts";
 import { docsPaths } from "../docs/reference.ts";
 import { type AnyRequest, routeLabelOf } from "../platform/http/transcoder.ts";
+import { outcomeIfAny } from "../platform/rpc/context.ts";
 import { PORTAL_PREFIX } from "../portal/web-assets.ts";
 
 /** A Connect or gRPC procedure path: `/package.Service/Method`. */
@@ -23,17 +24,20 @@ export const FIXED_PATHS = new Set([
 export function routeOf(req: AnyRequest, path: string, status: number): { face: string; route: string } {
   const rest = routeLabelOf(req);
   if (rest) return { face: "rest", route: rest };
+  // The API's documents live under /partner/v1 too.
+  if (FIXED_PATHS.has(path)) return { face: "http", route: path };
   if (path.startsWith("/partner/")) return { face: "rest", route: "unmatched" };
   const page = pageRoute(path);
   if (page) return { face: "page", route: page };
-  if (FIXED_PATHS.has(path)) return { face: "http", route: path };
   const type = String(req.headers["content-type"] ?? "");
   const face = type.startsWith("application/grpc-web")
     ? "grpc-web"
     : type.startsWith("application/grpc")
       ? "grpc"
       : "connect";
-  return { face, route: PROCEDURE.test(path) && status !== 404 ? path : "unmatched" };
+  // A 404 is an unknown procedure, unless a handler answered it (Connect answers `not_found` as HTTP 404 too).
+  const known = status !== 404 || outcomeIfAny(req)?.error !== undefined;
+  return { face, route: PROCEDURE.test(path) && known ? path : "unmatched" };
 }
 
 /** The template of a hosted page's or the portal's path (its token is a credential: never in a label). */

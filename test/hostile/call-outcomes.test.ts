@@ -1,10 +1,12 @@
 import http2 from "node:http2";
 import net from "node:net";
+import { Code, type ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SnapshotService } from "../../gen/partner/v1/snapshots_pb.ts";
+import { WebhookService } from "../../gen/partner/v1/webhooks_pb.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { grpcUnary, rest } from "../support/clients.ts";
+import { connectClient, grpcUnary, rest } from "../support/clients.ts";
 import { eventually } from "../support/wait.ts";
 
 // What an operator's request counts and 5xx ratio see must be what partners got: a gRPC error is an HTTP 200
@@ -83,5 +85,31 @@ describe("calls as counted", () => {
       headers: { authorization: `Bearer ${p.sandboxKey}` },
     });
     expect(ok.status).toBe(200);
+  });
+
+  it("labels a Connect not-found by its procedure, and the API's documents by their paths", async () => {
+    const missing = await connectClient(WebhookService, t.partnerUrl, `Bearer ${p.sandboxKey}`)
+      .getWebhook({ id: "whk_01JAAAAAAAAAAAAAAAAAAAAAAA" })
+      .catch((e: unknown) => e);
+    expect((missing as ConnectError).code).toBe(Code.NotFound);
+    const unknown = await fetch(`${t.partnerUrl}/partner.v1.WebhookService/NoSuchMethod`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${p.sandboxKey}` },
+      body: "{}",
+    });
+    expect(unknown.status).toBe(404);
+    expect((await fetch(`${t.partnerUrl}/partner/v1/openapi.json`)).status).toBe(200);
+    await eventually(
+      async () =>
+        (await requests({
+          face: "connect",
+          route: "/partner.v1.WebhookService/GetWebhook",
+          status: "404",
+        })) === 1 &&
+        (await requests({ face: "http", route: "/partner/v1/openapi.json", status: "200" })) === 1,
+      { what: "the not-found under its procedure, the document under its path" },
+    );
+    // A procedure no service has stays out of the labels.
+    expect(await requests({ route: "/partner.v1.WebhookService/NoSuchMethod" })).toBe(0);
   });
 });
