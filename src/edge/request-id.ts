@@ -20,6 +20,18 @@ const STARTED = Symbol("started");
 type Timed = { [STARTED]?: number };
 const SPAN = Symbol("span");
 type Traced = { [SPAN]?: Span };
+const ARRIVED = Symbol("arrived");
+type Arrived = { [ARRIVED]?: number };
+
+/** The routes of a snapshot read, whose served answers are timed apart (`snapshot_read_duration_seconds`). */
+const SNAPSHOT_ROUTES = new Set([
+  "/partner/v1/users/{user_id}/snapshot",
+  "/partner.v1.SnapshotService/GetSnapshot",
+]);
+/** Marks when a request's body had arrived whole (a shared listener: `this` is the request). */
+function arrivedWhole(this: Arrived) {
+  this[ARRIVED] = performance.now();
+}
 
 /** The `req_` id given to a request on arrival (a fresh one for a request that never reached the edge). */
 export const requestIdOf = (req: unknown): string => (req as Tagged)[REQUEST_ID] ?? newId("req");
@@ -57,6 +69,10 @@ function recorder({ logger, listener, metrics, addresses, requests }: RequestLog
     metrics.http.record(listener, face, route, req.method ?? "", status, seconds);
     const span = (this as Traced)[SPAN];
     if (span) endServerSpan(span, req.method ?? "", route, face, status);
+    if (status === 200 && SNAPSHOT_ROUTES.has(route)) {
+      const from = (req as Arrived)[ARRIVED] ?? this[STARTED] ?? 0;
+      metrics.snapshotReads.observe({ face }, (performance.now() - from) / 1000);
+    }
     if (addresses) settleAddress(addresses.guard, req, this.statusCode);
     if (requests && outcome?.keyCaller && this.writableEnded) {
       const { error, keyCaller } = outcome;
@@ -110,6 +126,8 @@ export function withRequestId(handler: Handler, log: RequestLog): Handler {
     // `close` fires once, when the answer is sent or the call is cut short (`finish` never fires for a call its
     // client aborted: its span would never end, its metrics never count). `on` avoids the wrapper `once` allocates.
     res.on("close", finished);
+    // A snapshot read's time starts once its body is in (a REST read has none: it starts on arrival).
+    if (req.url?.endsWith("/GetSnapshot")) req.on("end", arrivedWhole);
     // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own refusal had no body, request id or nosniff.
     if (req.httpVersion === "1.1" && req.headers.host === undefined)
       return writeRestError(

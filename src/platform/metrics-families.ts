@@ -96,6 +96,23 @@ export function webhookMetrics(registry: Registry) {
   };
 }
 
+/**
+ * Snapshots served (200), from the moment the request had arrived whole (its body read, for a Connect or gRPC
+ * call) to its answer: what CONTRACT.md's 280 ms p99 is about. Refusals (a 403 without consent, a 429) and the
+ * time a client takes to send its body are not in it, so no partner moves it but by the reads it is served.
+ */
+export function snapshotMetrics(registry: Registry) {
+  return {
+    snapshotReads: new Histogram<"face">({
+      name: "snapshot_read_duration_seconds",
+      help: "Snapshots served (200), from the request's arrival whole to its answer, by face.",
+      labelNames: ["face"],
+      buckets: [...latencyBuckets],
+      registers: [registry],
+    }),
+  };
+}
+
 /** Money moved, rows purged, and calls made where they must not be. */
 export function outcomeCounters(registry: Registry) {
   return {

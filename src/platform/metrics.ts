@@ -11,6 +11,7 @@ import {
   outcomeCounters,
   refusalCounters,
   requestLogCounters,
+  snapshotMetrics,
   webhookMetrics,
 } from "./metrics-families.ts";
 import { renderer } from "./metrics-render.ts";
@@ -218,6 +219,7 @@ export function createMetrics() {
     http,
     ...refusalCounters(registry),
     ...webhookMetrics(registry),
+    ...snapshotMetrics(registry),
     ...outcomeCounters(registry),
     ...requestLogCounters(registry),
   };

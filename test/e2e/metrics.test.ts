@@ -51,6 +51,7 @@ const sample = (text: string, name: string, labels: Record<string, string>) => {
 const FAMILIES: Record<string, { type: string; labels: string[] }> = {
   http_requests_total: { type: "counter", labels: ["listener", "face", "route", "method", "status"] },
   http_request_duration_seconds: { type: "histogram", labels: ["listener", "face", "route"] },
+  snapshot_read_duration_seconds: { type: "histogram", labels: ["face"] },
   http_connections_open: { type: "gauge", labels: ["listener"] },
   http_connections_refused_total: { type: "counter", labels: ["listener", "reason"] },
   http_connections_evicted_total: { type: "counter", labels: ["listener"] },

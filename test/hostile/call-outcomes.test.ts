@@ -1,3 +1,4 @@
+import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import { Code, type ConnectError } from "@connectrpc/connect";
@@ -5,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SnapshotService } from "../../gen/partner/v1/snapshots_pb.ts";
 import { WebhookService } from "../../gen/partner/v1/webhooks_pb.ts";
 import { createPartner, type PartnerFixture } from "../factories/partners.ts";
+import { createConsentedUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { connectClient, grpcUnary, rest } from "../support/clients.ts";
 import { eventually } from "../support/wait.ts";
@@ -111,5 +113,73 @@ describe("calls as counted", () => {
     );
     // A procedure no service has stays out of the labels.
     expect(await requests({ route: "/partner.v1.WebhookService/NoSuchMethod" })).toBe(0);
+  });
+
+  it("times the snapshots served, from their arrival whole: no refusal and no trickled body is in it", async () => {
+    const { userId } = await createConsentedUser(t, p.partnerId);
+    const served = async (face: string) => {
+      const text = await (
+        await fetch(`${t.internalUrl}/metrics`, { headers: { authorization: `Bearer ${t.internalToken}` } })
+      ).text();
+      const line = text
+        .split("\n")
+        .find((l) => l.startsWith(`snapshot_read_duration_seconds_count{face="${face}"}`));
+      return line ? Number(line.split(" ").pop()) : 0;
+    };
+    const ok = await rest(t.partnerUrl, "GET", `/partner/v1/users/${userId}/snapshot`, { key: p.sandboxKey });
+    expect(ok.status).toBe(200);
+    const refused = await rest(
+      t.partnerUrl,
+      "GET",
+      "/partner/v1/users/usr_01JBBBBBBBBBBBBBBBBBBBBBBB/snapshot",
+      {
+        key: p.sandboxKey,
+      },
+    );
+    expect(refused.status).toBe(403);
+    await eventually(async () => (await served("rest")) === 1, { what: "one REST snapshot timed" });
+
+    // A Connect read whose body arrives over 600 ms: served, and timed from its last byte.
+    const body = Buffer.from(JSON.stringify({ userId }));
+    const url = new URL(t.partnerUrl);
+    const answer = await new Promise<{ status: number; ms: number }>((resolve, reject) => {
+      const started = performance.now();
+      const req = http.request(
+        {
+          host: url.hostname,
+          port: url.port,
+          method: "POST",
+          path: "/partner.v1.SnapshotService/GetSnapshot",
+          headers: {
+            authorization: `Bearer ${p.sandboxKey}`,
+            "content-type": "application/json",
+            "content-length": body.length,
+          },
+        },
+        (res) =>
+          res
+            .resume()
+            .on("end", () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - started })),
+      );
+      req.on("error", reject);
+      req.write(body.subarray(0, 5));
+      setTimeout(() => req.end(body.subarray(5)), 600);
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.ms).toBeGreaterThanOrEqual(600);
+    await eventually(async () => (await served("connect")) === 1, { what: "the Connect snapshot timed" });
+    const text = await (
+      await fetch(`${t.internalUrl}/metrics`, { headers: { authorization: `Bearer ${t.internalToken}` } })
+    ).text();
+    const sum = Number(
+      text
+        .split("\n")
+        .find((l) => l.startsWith('snapshot_read_duration_seconds_sum{face="connect"}'))
+        ?.split(" ")
+        .pop(),
+    );
+    // The 600 ms the client took to send its body are the client's, not the read's: the read is timed from its
+    // last byte, sent no sooner than 600 ms after the call began.
+    expect(sum * 1000).toBeLessThanOrEqual(answer.ms - 600 + 1);
   });
 });
