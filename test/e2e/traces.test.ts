@@ -61,8 +61,12 @@ function serviceEnv(role: "api" | "worker", traced: boolean): Record<string, str
   };
 }
 
-async function start(role: "api" | "worker", traced: boolean): Promise<ServiceProcess> {
-  const s = await startServiceProcess(serviceEnv(role, traced));
+async function start(
+  role: "api" | "worker",
+  traced: boolean,
+  extra: Record<string, string> = {},
+): Promise<ServiceProcess> {
+  const s = await startServiceProcess({ ...serviceEnv(role, traced), ...extra });
   processes.push(s);
   return s;
 }
@@ -292,5 +296,38 @@ describe("traces", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
       .filter((x) => sends.some((s) => s.requestId === x.attributes["partner_api.request_id"]))
       .map((x) => x.traceId);
     expect(new Set(callTraces).size).toBe(10);
+  });
+
+  it("leave an unsampled call's work untraced end to end, its trace still named in what it queues, sends and logs", async () => {
+    // No trace sampled: the call's work makes no span (not a statement's, not a job's send), and its webhook
+    // still carries the call's trace, marked unsampled, as do the log lines written for it.
+    const never = { OTEL_TRACES_SAMPLER: "parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG: "0" };
+    const api = await start("api", true, never);
+    const worker = await start("worker", true, never);
+    const partnerUrl = api.partnerUrl as string;
+    const hook = await createWebhook(partnerUrl, p.sandboxKey, {
+      url: `${receiver.url}/unsampled`,
+      events: ["*"],
+    });
+    const sent = await rest(partnerUrl, "POST", `/partner/v1/webhooks/${hook.id}/test`, {
+      key: p.sandboxKey,
+      body: {},
+    });
+    expect(sent.status).toBe(200);
+    const got = await eventually(
+      () => receiver.received.find((r) => r.headers["x-service-delivery-id"] === sent.body.id),
+      { timeoutMs: 30_000, what: "the unsampled call's delivery" },
+    );
+    const traceparent = String(got.headers.traceparent ?? "");
+    expect(traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
+    const traceId = traceparent.split("-")[1];
+    // A clean stop flushes whatever was recorded: nothing was.
+    await Promise.all([stop(api), stop(worker)]);
+    expect(collector.spans.filter((s) => s.pid === api.child.pid || s.pid === worker.child.pid)).toEqual([]);
+    // The call's own access-log line names the trace its webhook carries.
+    const line = api.logs.find(
+      (l) => l.msg === "request" && l.requestId === sent.headers.get("x-request-id"),
+    );
+    expect(line?.trace_id).toBe(traceId);
   });
 });
