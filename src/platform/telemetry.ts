@@ -3,11 +3,9 @@ import {
   type Attributes,
   type Context,
   context,
-  createContextKey,
   propagation,
   ROOT_CONTEXT,
   type Span,
-  type SpanContext,
   SpanKind,
   SpanStatusCode,
   TraceFlags,
@@ -161,14 +159,6 @@ export async function stopTracing(): Promise<void> {
 const tracer = () => trace.getTracer("partner-api");
 
 /**
- * An unsampled request's span context, kept beside the active span rather than as it: the request's work then
- * runs with no active span, so the `pg` and outgoing-call instrumentations (which need a parent) make no span
- * and pay nothing for nine calls in ten, while what it queues and logs still names its trace (unsampled).
- */
-const UNSAMPLED = createContextKey("partner_api.unsampled");
-const unsampledIn = (ctx: Context) => ctx.getValue(UNSAMPLED) as SpanContext | undefined;
-
-/**
  * The span of one incoming request, continuing the caller's trace when it sent `traceparent`; `undefined` when
  * tracing is off. Its context is the one {@link inSpan} runs the request's work in.
  */
@@ -192,17 +182,7 @@ export function serverSpan(
     { kind: SpanKind.SERVER, attributes, links, root: !trustCaller },
     parent,
   );
-  if (!span.isRecording()) return { span, ctx: parent.setValue(UNSAMPLED, span.spanContext()) };
   return { span, ctx: trace.setSpan(parent, span) };
-}
-
-/**
- * Runs `fn` (a job's send) under the current unsampled request's span, so that what it starts (pg-boss's own
- * send span) is a child of it, unsampled, rather than the root of a trace of its own. Otherwise `fn` as it is.
- */
-export function underUnsampled<T>(fn: () => T): T {
-  const sc = tracingOn ? unsampledIn(context.active()) : undefined;
-  return sc ? context.with(trace.setSpanContext(context.active(), sc), fn) : fn();
 }
 
 /**
@@ -234,7 +214,6 @@ export async function inSpan<T>(
 ): Promise<T> {
   if (!tracingOn) return fn();
   const within = parent ?? context.active();
-  if (unsampledIn(within)) return parent ? context.with(parent, fn) : fn();
   // Under a span whose trace is not sampled, children are not sampled either (the parent-based sampler, the
   // standard one): run `fn` in that span's context and make none.
   const current = trace.getSpan(within)?.spanContext();
@@ -257,8 +236,6 @@ export async function inSpan<T>(
  * that another process will do; empty with tracing off or outside any span. */
 export function traceCarrier(): { traceparent?: string } {
   if (!tracingOn) return {};
-  const unsampled = unsampledIn(context.active());
-  if (unsampled) return { traceparent: `00-${unsampled.traceId}-${unsampled.spanId}-00` };
   const carrier: Record<string, string> = {};
   propagation.inject(context.active(), carrier);
   return carrier.traceparent ? { traceparent: carrier.traceparent } : {};
@@ -273,6 +250,6 @@ export function contextOf(carrier: { traceparent?: unknown; tracestate?: unknown
 /** The current span's trace and span ids, for log lines; undefined outside a (sampled or not) span. */
 export function currentIds(): { trace_id: string; span_id: string } | undefined {
   if (!tracingOn) return undefined;
-  const s = trace.getActiveSpan()?.spanContext() ?? unsampledIn(context.active());
+  const s = trace.getActiveSpan()?.spanContext();
   return s && trace.isSpanContextValid(s) ? { trace_id: s.traceId, span_id: s.spanId } : undefined;
 }

@@ -298,9 +298,9 @@ describe("traces", { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
     expect(new Set(callTraces).size).toBe(10);
   });
 
-  it("leave an unsampled call's work untraced end to end, its trace still named in what it queues, sends and logs", async () => {
-    // No trace sampled: the call's work makes no span (not a statement's, not a job's send), and its webhook
-    // still carries the call's trace, marked unsampled, as do the log lines written for it.
+  it("export nothing of an unsampled call, whose trace is still named, unsampled, in what it queues, sends and logs", async () => {
+    // No trace sampled: nothing is exported, and the call's webhook still carries the call's trace, marked
+    // unsampled, as do the log lines written for it.
     const never = { OTEL_TRACES_SAMPLER: "parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG: "0" };
     const api = await start("api", true, never);
     const worker = await start("worker", true, never);

@@ -1,6 +1,6 @@
 import { fromKysely, type PgBoss, type SendOptions, type WorkOptions } from "pg-boss";
 import type { Em, Orm } from "../db/orm.ts";
-import { contextOf, inSpan, traceCarrier, tracingOn, underUnsampled } from "../telemetry.ts";
+import { contextOf, inSpan, traceCarrier, tracingOn } from "../telemetry.ts";
 import type { QueueName, Queues } from "./boss.ts";
 
 /** A job to enqueue in a batch. */
@@ -93,19 +93,17 @@ export function createJobs({ boss, orm }: JobsOptions): Jobs {
       );
     },
     async send(em, name, data, options = {}) {
-      await underUnsampled(() => boss.send(name, traced(data), { ...options, ...db(em) }));
+      await boss.send(name, traced(data), { ...options, ...db(em) });
     },
     async sendNow(name, data) {
       await boss.send(name, data as object);
     },
     async insert(em, name, items) {
       if (items.length === 0) return;
-      await underUnsampled(() =>
-        boss.insert(
-          name,
-          items.map((i) => ({ data: traced(i.data), ...(i.startAfter ? { startAfter: i.startAfter } : {}) })),
-          db(em),
-        ),
+      await boss.insert(
+        name,
+        items.map((i) => ({ data: traced(i.data), ...(i.startAfter ? { startAfter: i.startAfter } : {}) })),
+        db(em),
       );
     },
     async schedule(name, cron, data) {
