@@ -6,6 +6,7 @@ import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { connectClient, rest } from "../support/clients.ts";
 import { openPage, submit } from "../support/consent-page.ts";
+import { sample } from "../support/metrics.ts";
 import { startReceiver, type TestReceiver } from "../support/receiver.ts";
 import { eventually } from "../support/wait.ts";
 
@@ -32,17 +33,6 @@ afterAll(async () => {
 
 const scrape = async (token = t.internalToken) =>
   fetch(`${t.internalUrl}/metrics`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
-/** The value of one sample, 0 when absent. */
-const sample = (text: string, name: string, labels: Record<string, string>) => {
-  const line = text
-    .split("\n")
-    .find(
-      (l) =>
-        (l.startsWith(`${name}{`) || l.startsWith(`${name} `)) &&
-        Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`)),
-    );
-  return line ? Number(line.split(" ").pop()) : 0;
-};
 
 /**
  * Every family the service exports, with its type and label names: dashboards and alerts are built on these, so

@@ -9,6 +9,7 @@ import { createPartner, type PartnerFixture } from "../factories/partners.ts";
 import { createConsentedUser } from "../factories/users.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { connectClient, grpcUnary, rest } from "../support/clients.ts";
+import { sample, scrapeMetrics } from "../support/metrics.ts";
 import { eventually } from "../support/wait.ts";
 
 // What an operator's request counts and 5xx ratio see must be what partners got: a gRPC error is an HTTP 200
@@ -23,17 +24,7 @@ afterAll(() => t?.stop());
 
 /** The `http_requests_total` sample with every one of `labels`, 0 when absent. */
 async function requests(labels: Record<string, string>): Promise<number> {
-  const text = await (
-    await fetch(`${t.internalUrl}/metrics`, { headers: { authorization: `Bearer ${t.internalToken}` } })
-  ).text();
-  const line = text
-    .split("\n")
-    .find(
-      (l) =>
-        l.startsWith("http_requests_total{") &&
-        Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`)),
-    );
-  return line ? Number(line.split(" ").pop()) : 0;
+  return sample(await scrapeMetrics(t), "http_requests_total", labels);
 }
 
 describe("calls as counted", () => {
@@ -117,15 +108,8 @@ describe("calls as counted", () => {
 
   it("times the snapshots served, from their arrival whole: no refusal and no trickled body is in it", async () => {
     const { userId } = await createConsentedUser(t, p.partnerId);
-    const served = async (face: string) => {
-      const text = await (
-        await fetch(`${t.internalUrl}/metrics`, { headers: { authorization: `Bearer ${t.internalToken}` } })
-      ).text();
-      const line = text
-        .split("\n")
-        .find((l) => l.startsWith(`snapshot_read_duration_seconds_count{face="${face}"}`));
-      return line ? Number(line.split(" ").pop()) : 0;
-    };
+    const served = async (face: string) =>
+      sample(await scrapeMetrics(t), "snapshot_read_duration_seconds_count", { face });
     const ok = await rest(t.partnerUrl, "GET", `/partner/v1/users/${userId}/snapshot`, { key: p.sandboxKey });
     expect(ok.status).toBe(200);
     const refused = await rest(
@@ -168,16 +152,7 @@ describe("calls as counted", () => {
     expect(answer.status).toBe(200);
     expect(answer.ms).toBeGreaterThanOrEqual(600);
     await eventually(async () => (await served("connect")) === 1, { what: "the Connect snapshot timed" });
-    const text = await (
-      await fetch(`${t.internalUrl}/metrics`, { headers: { authorization: `Bearer ${t.internalToken}` } })
-    ).text();
-    const sum = Number(
-      text
-        .split("\n")
-        .find((l) => l.startsWith('snapshot_read_duration_seconds_sum{face="connect"}'))
-        ?.split(" ")
-        .pop(),
-    );
+    const sum = sample(await scrapeMetrics(t), "snapshot_read_duration_seconds_sum", { face: "connect" });
     // The 600 ms the client took to send its body are the client's, not the read's: the read is timed from its
     // last byte, sent no sooner than 600 ms after the call began.
     expect(sum * 1000).toBeLessThanOrEqual(answer.ms - 600 + 1);
